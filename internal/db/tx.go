@@ -1,0 +1,80 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Beginner is what WithTx needs: a pool, a connection or an outer transaction.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// maxTxAttempts bounds how often WithTx re-runs a transaction that Postgres
+// aborted for a serialization failure or a deadlock.
+const maxTxAttempts = 5
+
+// WithTx runs fn in a transaction and commits it, retrying the whole
+// transaction when Postgres aborts it with a serialization failure (40001) or a
+// deadlock (40P01): those are the server's to retry, never the client's. fn
+// must therefore be safe to run again, which a transaction body is: its writes
+// were rolled back.
+func WithTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	_, err := WithTxV(ctx, db, func(ctx context.Context, tx pgx.Tx) (struct{}, error) {
+		return struct{}{}, fn(ctx, tx)
+	})
+	return err
+}
+
+// WithTxV is WithTx for a body that returns a value.
+func WithTxV[T any](ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
+	var (
+		v   T
+		err error
+	)
+	for attempt := 1; ; attempt++ {
+		v, err = withTxOnce(ctx, db, fn)
+		if err == nil || !retryable(err) || attempt == maxTxAttempts {
+			return v, err
+		}
+		// A short, growing pause lets the transaction we collided with finish.
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(time.Duration(attempt*attempt) * time.Millisecond):
+		}
+	}
+}
+
+func withTxOnce[T any](ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
+	var zero T
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return zero, fmt.Errorf("error beginning transaction: %w", err)
+	}
+	// Roll back even when ctx is already cancelled, so the connection goes back
+	// to the pool clean. After a commit this is a no-op.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	v, err := fn(ctx, tx)
+	if err != nil {
+		return zero, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return zero, fmt.Errorf("error committing transaction: %w", err)
+	}
+	return v, nil
+}
+
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return pgErr.Code == "40001" || pgErr.Code == "40P01"
+}
