@@ -1,0 +1,50 @@
+// Package stripefake is a stateful, in-memory emulator of the subset of the
+// Stripe PaymentIntents API that paymentsd uses. It is meant to be driven by
+// the real stripe-go client over HTTP (point STRIPE_API_BASE, or
+// stripe.BackendConfig.URL, at it), either in-process through
+// httptest.NewServer(stripefake.New(...)) or as a standalone process via
+// ListenAndServe.
+//
+// # Stripe behaviour emulated
+//
+//   - Authentication: every /v1 request needs "Authorization: Bearer sk_..."
+//     (HTTP basic auth with the key as user name works too); otherwise 401.
+//   - POST /v1/payment_intents with the test payment methods pm_card_visa,
+//     pm_card_mastercard, pm_card_amex (succeed), pm_card_chargeDeclined,
+//     pm_card_chargeDeclinedInsufficientFunds, pm_card_chargeDeclinedLostCard
+//     and pm_card_chargeDeclinedStolenCard (402 card_error, the PaymentIntent
+//     is still created in status requires_payment_method). Any other payment
+//     method is a 400 resource_missing and creates nothing.
+//   - GET /v1/payment_intents/{id} and GET /v1/payment_intents/search.
+//   - Idempotency: results of POST requests carrying an Idempotency-Key are
+//     saved per (API key, idempotency key) together with a hash of the
+//     parameters, once the endpoint started executing. That includes 402
+//     declines, 400 resource_missing answers and 500s. Replays are answered
+//     byte for byte with "Idempotent-Replayed: true" and an
+//     "Original-Request" header; a key reused with other parameters gets a 400
+//     idempotency_error, and a key whose first request is still executing gets
+//     a 409 idempotency_key_in_use. Validation errors detected before
+//     execution (missing amount, bad currency, ...) are not saved. Saved
+//     results expire after Options.IdempotencyTTL (24h by default), like
+//     Stripe's.
+//
+// Differences from real Stripe, on purpose: search is strongly consistent
+// (real Stripe's search index can lag writes by up to a minute, so production
+// code must not rely on a just-created PaymentIntent being found), only the
+// query forms metadata['k']:'v', status:'s', currency:'c' and amount:n joined
+// by AND are understood, PaymentIntents are visible to every API key, and
+// only create, retrieve and search are implemented.
+//
+// # Faults
+//
+// Inject queues faults that the next create requests take one each (FIFO);
+// SetChaos draws faults at random for every create. Only create requests that
+// reach execution take a fault: idempotent replays, idempotency errors and
+// requests failing validation do not. See FaultKind for the kinds.
+//
+// # Admin endpoints
+//
+// For the standalone process, unauthenticated endpoints under /_fake/ expose
+// the same controls: GET /_fake/stats, GET /_fake/payment_intents,
+// POST /_fake/faults and POST /_fake/release (see admin.go).
+package stripefake

@@ -1,0 +1,59 @@
+package stripefake_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paymentsd/paymentsd/internal/stripefake"
+)
+
+func TestServeShutsDownGracefully(t *testing.T) {
+	t.Parallel()
+	fake := stripefake.New(stripefake.Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- stripefake.Serve(ctx, ln, fake) }()
+
+	// A hung request is released by the shutdown and completes.
+	fake.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
+	answered := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/v1/payment_intents",
+			strings.NewReader("amount=100&currency=usd&payment_method=pm_card_visa&confirm=true"))
+		req.Header.Set("Authorization", "Bearer sk_test_1")
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- -1
+			return
+		}
+		_ = resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	require.Eventually(t, func() bool { return fake.Stats().HungNow == 1 }, 5*time.Second, time.Millisecond)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	require.Equal(t, http.StatusOK, <-answered)
+	require.Len(t, fake.PaymentIntents(), 1)
+}
+
+func TestListenAndServeBadAddr(t *testing.T) {
+	t.Parallel()
+	err := stripefake.ListenAndServe(context.Background(), "256.0.0.1:http-nope", stripefake.New(stripefake.Options{}))
+	require.Error(t, err)
+}

@@ -1,0 +1,155 @@
+package stripefake
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Stripe's metadata limits.
+const (
+	maxMetadataKeys     = 50
+	maxMetadataKeyLen   = 40
+	maxMetadataValueLen = 500
+)
+
+// createParams are the parameters of POST /v1/payment_intents the emulator
+// understands; all others are accepted and ignored.
+type createParams struct {
+	amount        int64
+	currency      string
+	paymentMethod string
+	confirm       bool
+	description   string
+	metadata      map[string]string
+}
+
+// parseCreateParams validates the form of a create request. A non-nil error
+// is a validation failure detected before execution (never saved for
+// idempotency).
+func parseCreateParams(form url.Values) (createParams, *errorObject) {
+	var p createParams
+
+	rawAmount, ok := single(form, "amount")
+	if !ok || rawAmount == "" {
+		return p, missingParam("amount")
+	}
+	amount, err := strconv.ParseInt(rawAmount, 10, 64)
+	if err != nil {
+		return p, invalidParam("amount", "parameter_invalid_integer", "Invalid integer: "+rawAmount)
+	}
+	if amount < 1 {
+		return p, invalidParam("amount", "amount_too_small", "This value must be greater than or equal to 1.")
+	}
+	if amount > 99999999 {
+		return p, invalidParam("amount", "amount_too_large", "Amount must be no more than 99999999.")
+	}
+	p.amount = amount
+
+	currency, ok := single(form, "currency")
+	if !ok || currency == "" {
+		return p, missingParam("currency")
+	}
+	// Stripe documents lowercase codes but accepts and lowercases any case.
+	if !isThreeLetters(currency) {
+		return p, invalidParam("currency", "", "Invalid currency: "+currency+". Currencies are three-letter ISO codes, in lowercase.")
+	}
+	p.currency = strings.ToLower(currency)
+
+	p.paymentMethod, _ = single(form, "payment_method")
+	p.description, _ = single(form, "description")
+	if p.confirm, ok = boolParam(form, "confirm"); !ok {
+		return p, invalidParam("confirm", "parameter_invalid_boolean", "Invalid boolean: "+form.Get("confirm"))
+	}
+	if _, ok = boolParam(form, "error_on_requires_action"); !ok {
+		return p, invalidParam("error_on_requires_action", "parameter_invalid_boolean",
+			"Invalid boolean: "+form.Get("error_on_requires_action"))
+	}
+	if p.confirm && p.paymentMethod == "" {
+		return p, missingParam("payment_method")
+	}
+
+	md, perr := metadataParam(form)
+	if perr != nil {
+		return p, perr
+	}
+	p.metadata = md
+	return p, nil
+}
+
+// single returns the last value of a parameter and whether it was present.
+func single(form url.Values, key string) (string, bool) {
+	vals, ok := form[key]
+	if !ok || len(vals) == 0 {
+		return "", false
+	}
+	return vals[len(vals)-1], true
+}
+
+// boolParam parses an optional boolean; ok is false for a malformed value.
+func boolParam(form url.Values, key string) (val, ok bool) {
+	raw, present := single(form, key)
+	if !present || raw == "" {
+		return false, true
+	}
+	switch raw {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+// isThreeLetters reports whether s is exactly three ASCII letters.
+func isThreeLetters(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// metadataParam collects metadata[KEY]=VALUE parameters. An empty value
+// unsets a key, as in Stripe, so it is simply not stored.
+func metadataParam(form url.Values) (map[string]string, *errorObject) {
+	md := make(map[string]string)
+	for k := range form {
+		if k == "metadata" {
+			// "metadata=" (empty) clears metadata in Stripe; nothing to do
+			// on create. Any other value is invalid.
+			if v, _ := single(form, k); v != "" {
+				return nil, invalidParam("metadata", "parameter_invalid_empty",
+					"Invalid metadata: metadata must be a hash of keys and values.")
+			}
+			continue
+		}
+		name, ok := strings.CutPrefix(k, "metadata[")
+		if !ok {
+			continue
+		}
+		name, ok = strings.CutSuffix(name, "]")
+		if !ok || name == "" || strings.ContainsAny(name, "[]") {
+			return nil, invalidParam(k, "", "Invalid metadata key: "+k+".")
+		}
+		if utf8.RuneCountInString(name) > maxMetadataKeyLen {
+			return nil, invalidParam(k, "", "Metadata keys can have up to 40 characters.")
+		}
+		v, _ := single(form, k)
+		if utf8.RuneCountInString(v) > maxMetadataValueLen {
+			return nil, invalidParam(k, "", "Metadata values can have up to 500 characters.")
+		}
+		if v != "" {
+			md[name] = v
+		}
+	}
+	if len(md) > maxMetadataKeys {
+		return nil, invalidParam("metadata", "", "Metadata can have up to 50 keys.")
+	}
+	return md, nil
+}

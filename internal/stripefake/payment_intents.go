@@ -1,0 +1,273 @@
+package stripefake
+
+import (
+	"encoding/json"
+	"maps"
+	"net/http"
+	"time"
+)
+
+// PaymentIntent statuses used by the emulator.
+const (
+	// StatusRequiresPaymentMethod: created without a payment method, or the
+	// confirmation was declined.
+	StatusRequiresPaymentMethod = "requires_payment_method"
+	// StatusRequiresConfirmation: created with a payment method, not confirmed.
+	StatusRequiresConfirmation = "requires_confirmation"
+	// StatusSucceeded: confirmed and charged.
+	StatusSucceeded = "succeeded"
+)
+
+// PaymentIntent is a snapshot of one emulated PaymentIntent.
+type PaymentIntent struct {
+	// ID is "pi_" followed by 24 random alphanumerics.
+	ID string `json:"id"`
+	// Amount is in the currency's smallest unit.
+	Amount int64 `json:"amount"`
+	// AmountReceived equals Amount once the PaymentIntent succeeded.
+	AmountReceived int64 `json:"amount_received"`
+	// Currency is the lowercase ISO code.
+	Currency string `json:"currency"`
+	// Status is one of the Status* constants.
+	Status string `json:"status"`
+	// PaymentMethod is the payment method given at creation. For a declined
+	// PaymentIntent it is the one that was declined; Stripe's JSON then
+	// shows payment_method null and the method under last_payment_error.
+	PaymentMethod string `json:"payment_method"`
+	// Description is the optional description.
+	Description string `json:"description"`
+	// Metadata holds the metadata[...] parameters.
+	Metadata map[string]string `json:"metadata"`
+	// Created is the creation time, truncated to seconds like Stripe's.
+	Created time.Time `json:"created"`
+	// LatestCharge is the "ch_..." id of the charge attempt, if confirmed.
+	LatestCharge string `json:"latest_charge,omitempty"`
+	// ClientSecret is Stripe's client secret.
+	ClientSecret string `json:"client_secret"`
+	// DeclineCode is set when the confirmation was declined.
+	DeclineCode string `json:"decline_code,omitempty"`
+	// IdempotencyKey is the key of the request that created it, if any.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// testCard describes how a Stripe test payment method behaves.
+type testCard struct {
+	brand       string
+	last4       string
+	declineCode string // empty: the charge succeeds
+	message     string
+}
+
+// testCards are the payment method ids the emulator knows.
+var testCards = map[string]testCard{
+	"pm_card_visa":                            {brand: "visa", last4: "4242"},
+	"pm_card_mastercard":                      {brand: "mastercard", last4: "4444"},
+	"pm_card_amex":                            {brand: "amex", last4: "8431"},
+	"pm_card_chargeDeclined":                  {brand: "visa", last4: "0002", declineCode: "generic_decline", message: "Your card was declined."},
+	"pm_card_chargeDeclinedInsufficientFunds": {brand: "visa", last4: "9995", declineCode: "insufficient_funds", message: "Your card has insufficient funds."},
+	"pm_card_chargeDeclinedLostCard":          {brand: "visa", last4: "9987", declineCode: "lost_card", message: "Your card was declined."},
+	"pm_card_chargeDeclinedStolenCard":        {brand: "visa", last4: "9979", declineCode: "stolen_card", message: "Your card was declined."},
+}
+
+// paymentIntentJSON is the Stripe wire form of a PaymentIntent.
+type paymentIntentJSON struct {
+	ID                 string            `json:"id"`
+	Object             string            `json:"object"`
+	Amount             int64             `json:"amount"`
+	AmountCapturable   int64             `json:"amount_capturable"`
+	AmountReceived     int64             `json:"amount_received"`
+	CaptureMethod      string            `json:"capture_method"`
+	ClientSecret       string            `json:"client_secret"`
+	ConfirmationMethod string            `json:"confirmation_method"`
+	Created            int64             `json:"created"`
+	Currency           string            `json:"currency"`
+	Description        *string           `json:"description"`
+	LastPaymentError   *errorObject      `json:"last_payment_error"`
+	LatestCharge       *string           `json:"latest_charge"`
+	Livemode           bool              `json:"livemode"`
+	Metadata           map[string]string `json:"metadata"`
+	PaymentMethod      *string           `json:"payment_method"`
+	PaymentMethodTypes []string          `json:"payment_method_types"`
+	Status             string            `json:"status"`
+}
+
+// paymentMethodJSON is the Stripe wire form of a (card) PaymentMethod.
+type paymentMethodJSON struct {
+	ID       string   `json:"id"`
+	Object   string   `json:"object"`
+	Type     string   `json:"type"`
+	Livemode bool     `json:"livemode"`
+	Card     cardJSON `json:"card"`
+}
+
+// cardJSON is the card hash of a PaymentMethod.
+type cardJSON struct {
+	Brand    string `json:"brand"`
+	Last4    string `json:"last4"`
+	ExpMonth int    `json:"exp_month"`
+	ExpYear  int    `json:"exp_year"`
+	Funding  string `json:"funding"`
+}
+
+// optional maps "" to JSON null.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// wire renders pi in Stripe's JSON shape.
+func (pi PaymentIntent) wire() *paymentIntentJSON {
+	md := pi.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	j := &paymentIntentJSON{
+		ID:                 pi.ID,
+		Object:             "payment_intent",
+		Amount:             pi.Amount,
+		AmountReceived:     pi.AmountReceived,
+		CaptureMethod:      "automatic_async",
+		ClientSecret:       pi.ClientSecret,
+		ConfirmationMethod: "automatic",
+		Created:            pi.Created.Unix(),
+		Currency:           pi.Currency,
+		Description:        optional(pi.Description),
+		LatestCharge:       optional(pi.LatestCharge),
+		Metadata:           md,
+		PaymentMethod:      optional(pi.PaymentMethod),
+		PaymentMethodTypes: []string{"card"},
+		Status:             pi.Status,
+	}
+	if pi.DeclineCode != "" {
+		card := testCards[pi.PaymentMethod]
+		j.PaymentMethod = nil
+		j.LastPaymentError = &errorObject{
+			Type:          typeCard,
+			Code:          "card_declined",
+			DeclineCode:   pi.DeclineCode,
+			Charge:        pi.LatestCharge,
+			DocURL:        "https://stripe.com/docs/error-codes/card-declined",
+			Message:       card.message,
+			PaymentMethod: paymentMethodWire(pi.PaymentMethod, card, pi.Created.Year()+3),
+		}
+	}
+	return j
+}
+
+// paymentMethodWire renders a test payment method.
+func paymentMethodWire(id string, c testCard, expYear int) *paymentMethodJSON {
+	return &paymentMethodJSON{
+		ID: id, Object: "payment_method", Type: "card",
+		Card: cardJSON{Brand: c.brand, Last4: c.last4, ExpMonth: 12, ExpYear: expYear, Funding: "credit"},
+	}
+}
+
+// marshalWire encodes a wire object; the structs cannot fail to encode.
+func marshalWire(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("stripefake: encoding: " + err.Error())
+	}
+	return b
+}
+
+// createIntent executes a validated create request and returns the answer.
+func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int, []byte) {
+	card, known := testCards[p.paymentMethod]
+	if p.paymentMethod != "" && !known {
+		s.bump(func(st *Stats) { st.InvalidRequests++ })
+		return http.StatusBadRequest, errorBody(errorObject{
+			Type:          typeInvalidRequest,
+			Code:          "resource_missing",
+			Param:         "payment_method",
+			DocURL:        "https://stripe.com/docs/error-codes/resource-missing",
+			Message:       "No such PaymentMethod: '" + p.paymentMethod + "'",
+			RequestLogURL: requestLogURL(reqID),
+		})
+	}
+	id := "pi_" + randomID(24)
+	pi := PaymentIntent{
+		ID:             id,
+		Amount:         p.amount,
+		Currency:       p.currency,
+		PaymentMethod:  p.paymentMethod,
+		Description:    p.description,
+		Metadata:       p.metadata,
+		Created:        time.Unix(s.now().Unix(), 0).UTC(),
+		ClientSecret:   id + "_secret_" + randomID(25),
+		IdempotencyKey: idempotencyKey,
+	}
+	switch {
+	case p.paymentMethod == "":
+		pi.Status = StatusRequiresPaymentMethod
+	case !p.confirm:
+		pi.Status = StatusRequiresConfirmation
+	case card.declineCode == "":
+		pi.Status = StatusSucceeded
+		pi.AmountReceived = p.amount
+		pi.LatestCharge = "ch_" + randomID(24)
+	default:
+		pi.Status = StatusRequiresPaymentMethod
+		pi.LatestCharge = "ch_" + randomID(24)
+		pi.DeclineCode = card.declineCode
+	}
+
+	s.mu.Lock()
+	s.byID[pi.ID] = len(s.intents)
+	s.intents = append(s.intents, pi)
+	s.stats.PaymentIntentsCreated++
+	if pi.DeclineCode != "" {
+		s.stats.Declines++
+	}
+	s.mu.Unlock()
+
+	if pi.DeclineCode == "" {
+		return http.StatusOK, marshalWire(pi.wire())
+	}
+	wire := pi.wire()
+	e := *wire.LastPaymentError
+	e.PaymentIntent = wire
+	e.RequestLogURL = requestLogURL(reqID)
+	return http.StatusPaymentRequired, errorBody(e)
+}
+
+// handleRetrieve answers GET /v1/payment_intents/{id}.
+func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request, _ string) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	s.stats.Retrieves++
+	idx, ok := s.byID[id]
+	var pi PaymentIntent
+	if ok {
+		pi = s.intents[idx]
+	} else {
+		s.stats.InvalidRequests++
+	}
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, errorObject{
+			Type:          typeInvalidRequest,
+			Code:          "resource_missing",
+			Param:         "intent",
+			DocURL:        "https://stripe.com/docs/error-codes/resource-missing",
+			Message:       "No such payment_intent: '" + id + "'",
+			RequestLogURL: requestLogURL(w.Header().Get("Request-Id")),
+		})
+		return
+	}
+	writeJSON(w, http.StatusOK, marshalWire(pi.wire()))
+}
+
+// PaymentIntents returns a snapshot of all PaymentIntents in creation order.
+func (s *Server) PaymentIntents() []PaymentIntent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]PaymentIntent, len(s.intents))
+	for i, pi := range s.intents {
+		pi.Metadata = maps.Clone(pi.Metadata)
+		out[i] = pi
+	}
+	return out
+}

@@ -1,0 +1,247 @@
+package stripefake
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Search paging limits, as in Stripe.
+const (
+	defaultSearchLimit = 10
+	maxSearchLimit     = 100
+	pageTokenPrefix    = "stripefake_offset:"
+)
+
+// searchClause is one field:value term of a search query.
+type searchClause struct {
+	field  string // metadata, status, currency or amount
+	key    string // metadata key
+	value  string
+	amount int64
+}
+
+// matches reports whether pi satisfies the clause.
+func (c searchClause) matches(pi PaymentIntent) bool {
+	switch c.field {
+	case "metadata":
+		v, ok := pi.Metadata[c.key]
+		return ok && v == c.value
+	case "status":
+		return pi.Status == c.value
+	case "currency":
+		return strings.EqualFold(pi.Currency, c.value)
+	case "amount":
+		return pi.Amount == c.amount
+	}
+	return false
+}
+
+// queryScanner walks a search query.
+type queryScanner struct {
+	s string
+	i int
+}
+
+func (q *queryScanner) eof() bool { return q.i >= len(q.s) }
+
+func (q *queryScanner) skipSpace() {
+	for !q.eof() && (q.s[q.i] == ' ' || q.s[q.i] == '\t' || q.s[q.i] == '\n') {
+		q.i++
+	}
+}
+
+// word reads [A-Za-z0-9_.-]*.
+func (q *queryScanner) word() string {
+	start := q.i
+	for !q.eof() {
+		c := q.s[q.i]
+		if c != '_' && c != '.' && c != '-' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			break
+		}
+		q.i++
+	}
+	return q.s[start:q.i]
+}
+
+// expect consumes the byte c.
+func (q *queryScanner) expect(c byte) error {
+	if q.eof() || q.s[q.i] != c {
+		return errors.New("expected '" + string(c) + "' at position " + strconv.Itoa(q.i))
+	}
+	q.i++
+	return nil
+}
+
+// quoted reads a '...' or "..." string; a backslash escapes the next byte.
+func (q *queryScanner) quoted() (string, error) {
+	if q.eof() || (q.s[q.i] != '\'' && q.s[q.i] != '"') {
+		return "", errors.New("expected a quoted string at position " + strconv.Itoa(q.i))
+	}
+	quote := q.s[q.i]
+	q.i++
+	var b strings.Builder
+	for !q.eof() {
+		c := q.s[q.i]
+		q.i++
+		switch {
+		case c == '\\' && !q.eof():
+			b.WriteByte(q.s[q.i])
+			q.i++
+		case c == quote:
+			return b.String(), nil
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", errors.New("unterminated quoted string")
+}
+
+// value reads a quoted string or a bare word.
+func (q *queryScanner) value() (string, error) {
+	if !q.eof() && (q.s[q.i] == '\'' || q.s[q.i] == '"') {
+		return q.quoted()
+	}
+	if w := q.word(); w != "" {
+		return w, nil
+	}
+	return "", errors.New("expected a value at position " + strconv.Itoa(q.i))
+}
+
+// parseSearchQuery parses clauses like metadata['k']:'v' joined by AND.
+func parseSearchQuery(query string) ([]searchClause, error) {
+	q := &queryScanner{s: query}
+	var clauses []searchClause
+	for {
+		q.skipSpace()
+		c := searchClause{field: q.word()}
+		switch c.field {
+		case "metadata":
+			if err := q.expect('['); err != nil {
+				return nil, err
+			}
+			key, err := q.quoted()
+			if err != nil {
+				return nil, err
+			}
+			if err := q.expect(']'); err != nil {
+				return nil, err
+			}
+			c.key = key
+		case "status", "currency", "amount":
+		case "":
+			return nil, errors.New("expected a field at position " + strconv.Itoa(q.i))
+		default:
+			return nil, errors.New("unsupported search field '" + c.field + "' (stripefake supports metadata['key'], status, currency and amount)")
+		}
+		if err := q.expect(':'); err != nil {
+			return nil, errors.New("only exact match (':') is supported: " + err.Error())
+		}
+		v, err := q.value()
+		if err != nil {
+			return nil, err
+		}
+		c.value = v
+		if c.field == "amount" {
+			if c.amount, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return nil, errors.New("amount must be an integer, got '" + v + "'")
+			}
+		}
+		clauses = append(clauses, c)
+
+		before := q.i
+		q.skipSpace()
+		if q.eof() {
+			return clauses, nil
+		}
+		if q.i == before {
+			return nil, errors.New("expected a space at position " + strconv.Itoa(q.i))
+		}
+		switch op := q.word(); op {
+		case "AND":
+			end := q.i
+			if q.skipSpace(); q.i == end {
+				return nil, errors.New("expected a space after AND at position " + strconv.Itoa(q.i))
+			}
+		case "OR":
+			return nil, errors.New("OR is not supported by stripefake")
+		default:
+			return nil, errors.New("expected AND at position " + strconv.Itoa(q.i-len(op)))
+		}
+	}
+}
+
+// searchResult is Stripe's search result list.
+type searchResult struct {
+	Object   string               `json:"object"`
+	Data     []*paymentIntentJSON `json:"data"`
+	HasMore  bool                 `json:"has_more"`
+	NextPage *string              `json:"next_page"`
+	URL      string               `json:"url"`
+}
+
+// handleSearch answers GET /v1/payment_intents/search. Unlike Stripe's
+// search, which can lag writes by up to a minute, it is strongly consistent.
+// Results are newest first.
+func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request, _ string) {
+	s.bump(func(st *Stats) { st.Searches++ })
+	params := r.URL.Query()
+	bad := func(e *errorObject) {
+		s.bump(func(st *Stats) { st.InvalidRequests++ })
+		writeError(w, http.StatusBadRequest, *e)
+	}
+	query := params.Get("query")
+	if query == "" {
+		bad(missingParam("query"))
+		return
+	}
+	clauses, err := parseSearchQuery(query)
+	if err != nil {
+		bad(invalidParam("query", "", "Invalid search query: "+err.Error()))
+		return
+	}
+	limit := defaultSearchLimit
+	if raw := params.Get("limit"); raw != "" {
+		if limit, err = strconv.Atoi(raw); err != nil || limit < 1 || limit > maxSearchLimit {
+			bad(invalidParam("limit", "", "Invalid limit: must be an integer between 1 and 100."))
+			return
+		}
+	}
+	offset := 0
+	if raw := params.Get("page"); raw != "" {
+		dec, decErr := base64.RawURLEncoding.DecodeString(raw)
+		n, ok := strings.CutPrefix(string(dec), pageTokenPrefix)
+		if offset, err = strconv.Atoi(n); decErr != nil || !ok || err != nil || offset < 0 {
+			bad(invalidParam("page", "", "Invalid page token."))
+			return
+		}
+	}
+
+	res := searchResult{Object: "search_result", Data: []*paymentIntentJSON{}, URL: "/v1/payment_intents/search"}
+	skipped := 0
+	s.mu.Lock()
+	for i := len(s.intents) - 1; i >= 0 && !res.HasMore; i-- {
+		pi := s.intents[i]
+		ok := true
+		for _, c := range clauses {
+			ok = ok && c.matches(pi)
+		}
+		switch {
+		case !ok:
+		case skipped < offset:
+			skipped++
+		case len(res.Data) == limit:
+			res.HasMore = true
+		default:
+			res.Data = append(res.Data, pi.wire())
+		}
+	}
+	s.mu.Unlock()
+	if res.HasMore {
+		next := base64.RawURLEncoding.EncodeToString([]byte(pageTokenPrefix + strconv.Itoa(offset+limit)))
+		res.NextPage = &next
+	}
+	writeValue(w, http.StatusOK, res)
+}

@@ -1,0 +1,97 @@
+package stripefake_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v79"
+
+	"github.com/paymentsd/paymentsd/internal/stripefake"
+)
+
+// search collects all results of query through stripe-go's search iterator.
+func search(t *testing.T, e *env, query string) []*stripe.PaymentIntent {
+	t.Helper()
+	it := e.sc.PaymentIntents.Search(&stripe.PaymentIntentSearchParams{
+		SearchParams: stripe.SearchParams{Query: query, Limit: stripe.Int64(2)},
+	})
+	var out []*stripe.PaymentIntent
+	for it.Next() {
+		out = append(out, it.PaymentIntent())
+	}
+	require.NoError(t, it.Err())
+	return out
+}
+
+func TestSearchByMetadata(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stripefake.Options{})
+
+	ids := map[string]string{}
+	for i := range 5 {
+		pid := fmt.Sprint(100 + i)
+		pi, err := e.sc.PaymentIntents.New(piParams("pm_card_visa", pid, ""))
+		require.NoError(t, err)
+		ids[pid] = pi.ID
+	}
+	p := piParams("pm_card_chargeDeclined", "200", "")
+	p.AddMetadata("tenant", "it's")
+	_, err := e.sc.PaymentIntents.New(p)
+	require.Error(t, err)
+
+	got := search(t, e, "metadata['payment_id']:'102'")
+	require.Len(t, got, 1)
+	require.Equal(t, ids["102"], got[0].ID)
+	require.Equal(t, "102", got[0].Metadata["payment_id"])
+
+	got = search(t, e, `metadata["payment_id"]:"103"`)
+	require.Len(t, got, 1)
+	require.Equal(t, ids["103"], got[0].ID)
+
+	got = search(t, e, `metadata['payment_id']:'200' AND metadata['tenant']:'it\'s'`)
+	require.Len(t, got, 1)
+	require.Equal(t, stripe.PaymentIntentStatusRequiresPaymentMethod, got[0].Status)
+	require.Empty(t, search(t, e, `metadata['payment_id']:'200' AND metadata['tenant']:'other'`))
+	require.Empty(t, search(t, e, "metadata['payment_id']:'999'"))
+
+	// Paging (limit 2 per page) walks all six, newest first.
+	all := search(t, e, "currency:'usd' AND amount:1234")
+	require.Len(t, all, 6)
+	require.Equal(t, ids["100"], all[5].ID)
+	require.Len(t, search(t, e, "status:'succeeded'"), 5)
+	require.EqualValues(t, 11, e.fake.Stats().Searches)
+}
+
+func TestSearchResultShapeAndErrors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stripefake.Options{})
+	auth := "Bearer sk_test_123"
+
+	code, _, body := rawDo(t, e, http.MethodGet,
+		"/v1/payment_intents/search?query="+url.QueryEscape("metadata['x']:'y'"), auth, nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.JSONEq(t, `{"object":"search_result","data":[],"has_more":false,"next_page":null,"url":"/v1/payment_intents/search"}`, body)
+
+	for _, q := range []string{
+		"", "metadata['x']", "metadata[x]:'y'", "metadata['x']:'y' OR metadata['z']:'w'",
+		"metadata['x']:'y' and status:'succeeded'", "customer:'cus_1'", "metadata['x']:'y",
+		"amount:abc", "metadata['x']~'y'", "metadata['x']:'y'AND status:'x'",
+	} {
+		code, _, body := rawDo(t, e, http.MethodGet, "/v1/payment_intents/search?query="+url.QueryEscape(q), auth, nil, nil)
+		require.Equal(t, http.StatusBadRequest, code, q)
+		require.Contains(t, body, `"type":"invalid_request_error"`, q)
+	}
+	code, _, _ = rawDo(t, e, http.MethodGet, "/v1/payment_intents/search?query=status:'x'&limit=1000", auth, nil, nil)
+	require.Equal(t, http.StatusBadRequest, code)
+	code, _, _ = rawDo(t, e, http.MethodGet, "/v1/payment_intents/search?query=status:'x'&page=garbage", auth, nil, nil)
+	require.Equal(t, http.StatusBadRequest, code)
+
+	it := e.sc.PaymentIntents.Search(&stripe.PaymentIntentSearchParams{SearchParams: stripe.SearchParams{Query: "bogus"}})
+	require.False(t, it.Next())
+	se := stripeErr(t, it.Err())
+	require.Equal(t, http.StatusBadRequest, se.HTTPStatusCode)
+	require.Equal(t, "query", se.Param)
+}

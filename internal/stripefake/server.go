@@ -1,0 +1,216 @@
+package stripefake
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// defaultIdempotencyTTL is how long Stripe keeps idempotent results.
+const defaultIdempotencyTTL = 24 * time.Hour
+
+// Options configures a Server. The zero value is usable.
+type Options struct {
+	// Logger receives a debug line per request and info lines for faults.
+	// The zero value logs nothing.
+	Logger zerolog.Logger
+	// Seed seeds the random source that SetChaos draws from, so that a chaos
+	// run is reproducible for a given request order. Zero picks a random seed.
+	Seed uint64
+	// IdempotencyTTL is how long a saved idempotent result is replayed.
+	// Zero means 24 hours, like Stripe.
+	IdempotencyTTL time.Duration
+	// Now returns the current time. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the emulator. It implements http.Handler and is safe for
+// concurrent use. Create it with New.
+type Server struct {
+	log zerolog.Logger
+	now func() time.Time
+	ttl time.Duration
+	mux *http.ServeMux
+
+	mu         sync.Mutex
+	rng        *rand.Rand
+	chaos      Chaos
+	faults     []Fault
+	release    chan struct{}
+	intents    []PaymentIntent
+	byID       map[string]int
+	idem       map[idemKey]*idemEntry
+	sinceSweep int
+	stats      Stats
+}
+
+// New returns a Server with no PaymentIntents, no faults and chaos off.
+func New(opts Options) *Server {
+	seed := opts.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	s := &Server{
+		log:     opts.Logger,
+		now:     opts.Now,
+		ttl:     opts.IdempotencyTTL,
+		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		release: make(chan struct{}),
+		byID:    make(map[string]int),
+		idem:    make(map[idemKey]*idemEntry),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.ttl <= 0 {
+		s.ttl = defaultIdempotencyTTL
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/payment_intents", s.authed(s.handleCreate))
+	mux.HandleFunc("GET /v1/payment_intents/search", s.authed(s.handleSearch))
+	mux.HandleFunc("GET /v1/payment_intents/{id}", s.authed(s.handleRetrieve))
+	mux.HandleFunc("GET /_fake/stats", s.handleAdminStats)
+	mux.HandleFunc("GET /_fake/payment_intents", s.handleAdminPaymentIntents)
+	mux.HandleFunc("POST /_fake/faults", s.handleAdminFaults)
+	mux.HandleFunc("POST /_fake/release", s.handleAdminRelease)
+	mux.HandleFunc("/", s.handleUnknown)
+	s.mux = mux
+	return s
+}
+
+// ServeHTTP answers one request. Every answer carries a Request-Id header.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	reqID := "req_" + randomID(14)
+	w.Header().Set("Request-Id", reqID)
+	if v := r.Header.Get("Stripe-Version"); v != "" {
+		w.Header().Set("Stripe-Version", v)
+	}
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	s.mux.ServeHTTP(rec, r)
+	s.log.Debug().
+		Str("request_id", reqID).
+		Str("method", r.Method).
+		Str("path", r.URL.Path).
+		Str("idempotency_key", r.Header.Get("Idempotency-Key")).
+		Int("status", rec.status).
+		Bool("hijacked", rec.hijacked).
+		Dur("took", time.Since(start)).
+		Msg("stripefake request")
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// bump applies f to the counters under the lock.
+func (s *Server) bump(f func(*Stats)) {
+	s.mu.Lock()
+	f(&s.stats)
+	s.mu.Unlock()
+}
+
+// authed wraps a Stripe endpoint with API key authentication.
+func (s *Server) authed(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, msg := apiKey(r)
+		if msg != "" {
+			s.bump(func(st *Stats) { st.Unauthorized++ })
+			writeError(w, http.StatusUnauthorized, errorObject{Type: typeInvalidRequest, Message: msg})
+			return
+		}
+		h(w, r, key)
+	}
+}
+
+// apiKey extracts the secret key, or returns a Stripe-like message why not.
+func apiKey(r *http.Request) (key, problem string) {
+	if user, _, ok := r.BasicAuth(); ok {
+		key = user
+	} else {
+		auth := r.Header.Get("Authorization")
+		if auth == "" {
+			return "", "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY')."
+		}
+		scheme, rest, _ := strings.Cut(auth, " ")
+		if !strings.EqualFold(scheme, "Bearer") {
+			return "", "Invalid authorization header; use Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY')."
+		}
+		key = strings.TrimSpace(rest)
+	}
+	if !strings.HasPrefix(key, "sk_") {
+		return "", "Invalid API Key provided: " + redactKey(key)
+	}
+	return key, ""
+}
+
+// redactKey hides all but the start and end of a key, like Stripe does.
+func redactKey(k string) string {
+	if len(k) <= 8 {
+		return strings.Repeat("*", len(k))
+	}
+	return k[:4] + strings.Repeat("*", len(k)-8) + k[len(k)-4:]
+}
+
+// handleUnknown answers Stripe's 404 for routes the emulator does not know.
+func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) {
+	s.bump(func(st *Stats) { st.InvalidRequests++ })
+	writeError(w, http.StatusNotFound, errorObject{
+		Type:    typeInvalidRequest,
+		Message: "Unrecognized request URL (" + r.Method + ": " + r.URL.Path + "). stripefake only implements create, retrieve and search of PaymentIntents.",
+	})
+}
+
+// writeJSON writes an already encoded JSON body.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// writeValue encodes v as JSON and writes it.
+func writeValue(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, errorObject{Type: typeAPI, Message: err.Error()})
+		return
+	}
+	writeJSON(w, status, body)
+}
+
+// recorder remembers the status for logging; Unwrap keeps Hijack reachable
+// through http.ResponseController.
+type recorder struct {
+	http.ResponseWriter
+	status   int
+	hijacked bool
+}
+
+// WriteHeader records the status code.
+func (r *recorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap returns the underlying ResponseWriter.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+const alphanumerics = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// randomID returns n random alphanumerics (not from the seeded chaos source,
+// so chaos decisions do not depend on how many IDs were minted).
+func randomID(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphanumerics[rand.IntN(len(alphanumerics))]
+	}
+	return string(b)
+}

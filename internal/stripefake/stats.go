@@ -1,0 +1,38 @@
+package stripefake
+
+// Stats are the emulator's counters. Replayed answers count only as Replays,
+// not again as declines, invalid requests or faults.
+type Stats struct {
+	// CreateRequests counts authenticated POST /v1/payment_intents requests,
+	// replays included.
+	CreateRequests int64 `json:"create_requests"`
+	// PaymentIntentsCreated counts PaymentIntents created (declined ones too).
+	PaymentIntentsCreated int64 `json:"payment_intents_created"`
+	// Replays counts answers served from the idempotency store.
+	Replays int64 `json:"replays"`
+	// Declines counts executed card declines (402).
+	Declines int64 `json:"declines"`
+	// InvalidRequests counts invalid_request_error answers (400 and 404),
+	// except authentication failures.
+	InvalidRequests int64 `json:"invalid_requests"`
+	// IdempotencyErrors counts keys reused with different parameters (400).
+	IdempotencyErrors int64 `json:"idempotency_errors"`
+	// KeyInUse counts 409 idempotency_key_in_use answers.
+	KeyInUse int64 `json:"key_in_use"`
+	// Faults500 counts 500s produced by Fault500 or chaos.
+	Faults500 int64 `json:"faults_500"`
+	// LostAnswers counts connections dropped by FaultLostAnswer or chaos.
+	LostAnswers int64 `json:"lost_answers"`
+	// Hangs counts requests that were hung.
+	Hangs int64 `json:"hangs"`
+	// HungNow is the number of requests hung right now.
+	HungNow int64 `json:"hung_now"`
+	// Latencies counts requests delayed by a latency (injected or chaos).
+	Latencies int64 `json:"latencies"`
+	// Unauthorized counts 401 answers.
+	Unauthorized int64 `json:"unauthorized"`
+	// Searches counts search requests.
+	Searches int64 `json:"searches"`
+	// Retrieves counts retrieve requests, including 404s.
+	Retrieves int64 `json:"retrieves"`
+}
