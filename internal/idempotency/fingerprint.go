@@ -1,0 +1,29 @@
+package idempotency
+
+import (
+	"crypto/sha256"
+	"fmt"
+
+	"github.com/gowebpki/jcs"
+)
+
+// Fingerprint identifies a request independently of how its JSON body was
+// written: the body is put into RFC 8785 (JCS) canonical form — members
+// sorted, numbers and strings in one spelling, no white space — and the
+// fingerprint is the SHA-256 of the method, the path and that canonical body,
+// separated by line breaks (neither a method nor a path can hold one).
+//
+// It returns the canonical body too, which is what the key row stores.
+func Fingerprint(method, path string, body []byte) (canonical, sum []byte, err error) {
+	canonical, err = jcs.Transform(body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("error canonicalizing request body: %w", err)
+	}
+	h := sha256.New()
+	h.Write([]byte(method))
+	h.Write([]byte{'\n'})
+	h.Write([]byte(path))
+	h.Write([]byte{'\n'})
+	h.Write(canonical)
+	return canonical, h.Sum(nil), nil
+}

@@ -1,0 +1,167 @@
+package phases
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+)
+
+// drive runs a key's flow to its end or to the first ambiguous outcome. open
+// takes the lease inside the first transaction, so for a fresh key the
+// reservation commits together with the local steps that follow it.
+func (e *Engine) drive(ctx context.Context, flow Flow, open opener, fresh bool) (*Result, error) {
+	run := &Run{Fresh: fresh, token: uuid.New()}
+	resp, err := e.commitPhase(ctx, flow, run, open, nil)
+	for {
+		if err != nil {
+			return nil, err
+		}
+		if hook := e.cfg.Hooks.AfterCommit; hook != nil {
+			if err := hook(ctx, run.RecoveryPoint()); err != nil {
+				return nil, err
+			}
+		}
+		if resp != nil {
+			return &Result{Response: resp}, nil
+		}
+
+		var called any
+		if called, err = e.call(ctx, flow, run); err != nil {
+			return nil, err
+		}
+		resp, err = e.commitPhase(ctx, flow, run, nil, &called)
+	}
+}
+
+// call makes the foreign call of the step at the run's recovery point. On an
+// ambiguous outcome it frees the lease, so the next retry resumes at once.
+func (e *Engine) call(ctx context.Context, flow Flow, run *Run) (any, error) {
+	point := run.RecoveryPoint()
+	called, err := flow[point].Call(ctx, run)
+	if err != nil {
+		// The release must happen even when the client has gone away.
+		e.release(context.WithoutCancel(ctx), run)
+		return nil, &AmbiguousError{Point: point, Err: err}
+	}
+	if hook := e.cfg.Hooks.AfterCall; hook != nil {
+		if err := hook(ctx, point); err != nil {
+			return nil, err
+		}
+	}
+	return called, nil
+}
+
+// release frees the run's lease. A failure is harmless: the lease goes stale.
+func (e *Engine) release(ctx context.Context, run *Run) {
+	_, _ = e.queries.IdempotencyKeyRelease(ctx, e.pool, &dbsqlc.IdempotencyKeyReleaseParams{
+		ID: run.Key.ID, LockToken: uuid.NullUUID{UUID: run.token, Valid: true},
+	})
+}
+
+// commitPhase runs one transaction: open (when taking the lease), then the
+// step at the run's recovery point with the result of its call (when called
+// is set), then every following step that has no foreign call, and finally
+// one fenced write of where the key now stands. It stops before a step with a
+// call, and returns the response when the flow finished.
+func (e *Engine) commitPhase(ctx context.Context, flow Flow, run *Run, open opener, called *any) (*Response, error) {
+	type outcome struct {
+		key   *dbsqlc.IdempotencyKey
+		state any
+		resp  *Response
+	}
+	out, err := db.WithTxV(ctx, e.pool, func(ctx context.Context, tx pgx.Tx) (outcome, error) {
+		// Work on a copy of the key: a retried transaction starts again from
+		// what was committed, and the run only sees what this one commits.
+		key := *run.committedKey()
+		if open != nil {
+			k, err := open(ctx, tx, run.token)
+			if err != nil {
+				return outcome{}, err
+			}
+			key = *k
+		}
+		attempt := &Run{Key: &key, Fresh: run.Fresh, State: run.State, token: run.token}
+		start := attempt.RecoveryPoint()
+		var resp *Response
+		for point := start; point != Finished; point = attempt.RecoveryPoint() {
+			step, ok := flow[point]
+			if !ok {
+				return outcome{}, fmt.Errorf("flow has no step at recovery point %q", point)
+			}
+			var result any
+			if step.Call != nil {
+				if point != start || called == nil {
+					break // the call must happen outside this transaction
+				}
+				result = *called
+			}
+			t, err := step.Apply(ctx, tx, attempt, result)
+			if err != nil {
+				return outcome{}, fmt.Errorf("error applying step at %q: %w", point, err)
+			}
+			key.RecoveryPoint, resp = string(t.next), t.response
+		}
+		if err := e.fence(ctx, tx, attempt, start, open != nil, resp); err != nil {
+			return outcome{}, err
+		}
+		return outcome{key: &key, state: attempt.State, resp: resp}, nil
+	})
+	if err != nil {
+		return nil, db.InterpretError(err)
+	}
+	run.Key, run.State = out.key, out.state
+	return out.resp, nil
+}
+
+// fence writes the run's new recovery point, or its final response, under the
+// run's lease. Zero rows updated means another run holds the key now: the
+// transaction rolls back and this run stops.
+func (e *Engine) fence(ctx context.Context, tx pgx.Tx, run *Run, start RecoveryPoint, opened bool, resp *Response) error {
+	token := uuid.NullUUID{UUID: run.token, Valid: true}
+	var (
+		rows int64
+		err  error
+	)
+	switch {
+	case resp != nil:
+		var headers []byte
+		if headers, err = json.Marshal(resp.Headers); err != nil {
+			return fmt.Errorf("error encoding response headers: %w", err)
+		}
+		rows, err = e.queries.IdempotencyKeyFinish(ctx, tx, &dbsqlc.IdempotencyKeyFinishParams{
+			ID: run.Key.ID, LockToken: token,
+			ResponseCode: ptr(int32(resp.Status)), ResponseHeaders: headers, ResponseBody: resp.Body,
+		})
+	case run.RecoveryPoint() != start || !opened:
+		rows, err = e.queries.IdempotencyKeyAdvance(ctx, tx, &dbsqlc.IdempotencyKeyAdvanceParams{
+			ID: run.Key.ID, LockToken: token, RecoveryPoint: string(run.RecoveryPoint()),
+		})
+	default:
+		// Only the lease was taken; the opener's own write fenced it.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("error recording recovery point: %w", err)
+	}
+	if rows == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// committedKey is the key as last committed, for a phase to start from.
+// Before the first commit the run has no key yet and the opener provides it.
+func (r *Run) committedKey() *dbsqlc.IdempotencyKey {
+	if r.Key == nil {
+		return &dbsqlc.IdempotencyKey{}
+	}
+	return r.Key
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,221 @@
+package phases
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+)
+
+// Config tunes an Engine.
+type Config struct {
+	// LeaseTimeout is how long a lease lasts without renewal; after it, a
+	// stale in-progress key may be taken over. Every commit renews it.
+	LeaseTimeout time.Duration
+	// Hooks injects faults for tests; production leaves it zero.
+	Hooks Hooks
+}
+
+// Hooks are fault-injection points for crash tests. A hook that returns an
+// error makes the run stop right there, as if the process had died: no
+// cleanup, the lease stays held until it goes stale.
+type Hooks struct {
+	// AfterCommit runs after each phase transaction commits, with the
+	// recovery point it committed.
+	AfterCommit func(ctx context.Context, point RecoveryPoint) error
+	// AfterCall runs after a step's foreign call returned, before its result
+	// is recorded, with the recovery point the step leaves.
+	AfterCall func(ctx context.Context, point RecoveryPoint) error
+}
+
+// Request is one idempotent request as the engine sees it.
+type Request struct {
+	UserID int64
+	Key    string
+	Method string
+	Path   string
+	// Params is the canonical request body, stored so that any process can
+	// resume the request without the client.
+	Params []byte
+	// Fingerprint identifies the request (method, path, body); a key reused
+	// with another fingerprint is refused.
+	Fingerprint []byte
+}
+
+// Result is the answer to a request.
+type Result struct {
+	Response *Response
+	// Replayed is true when Response was stored by an earlier run.
+	Replayed bool
+}
+
+// Engine drives idempotency keys through their flows.
+type Engine struct {
+	pool    *pgxpool.Pool
+	queries *dbsqlc.Queries
+	flows   map[string]Flow
+	cfg     Config
+}
+
+// New returns an engine over pool. Register flows before serving.
+func New(pool *pgxpool.Pool, cfg Config) *Engine {
+	if cfg.LeaseTimeout <= 0 {
+		cfg.LeaseTimeout = 90 * time.Second
+	}
+	return &Engine{pool: pool, queries: dbsqlc.New(), flows: map[string]Flow{}, cfg: cfg}
+}
+
+// Register binds flow to requests with method and path.
+func (e *Engine) Register(method, path string, flow Flow) {
+	e.flows[method+" "+path] = flow
+}
+
+// LeaseTimeout is the configured lease length.
+func (e *Engine) LeaseTimeout() time.Duration { return e.cfg.LeaseTimeout }
+
+// errRaced means the key changed between our read and our write (a
+// concurrent insert won, or the lease went elsewhere); the caller reads again.
+var errRaced = errors.New("raced on idempotency key")
+
+// maxReads bounds the read-decide-write loop; each turn means another
+// request changed the key in between, which can only happen a few times.
+const maxReads = 3
+
+// Execute answers req: a replay of the stored response, a refusal (key reused,
+// in progress), or the result of driving the key's flow from wherever it
+// stands.
+//
+// The key is read first, outside any transaction: a replay, the most common
+// repeat, costs one indexed lookup and writes nothing. Reservation itself is
+// never check-then-insert: it is an INSERT … ON CONFLICT DO NOTHING, or a
+// conditional UPDATE of the lease, each of which decides atomically.
+func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
+	flow, ok := e.flows[req.Method+" "+req.Path]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s %s", ErrUnknownFlow, req.Method, req.Path)
+	}
+	for range maxReads {
+		key, err := e.queries.IdempotencyKeyGetByUserKey(ctx, e.pool, &dbsqlc.IdempotencyKeyGetByUserKeyParams{
+			UserID: req.UserID, IdempotencyKey: req.Key,
+		})
+		switch err = db.InterpretError(err); {
+		case errors.Is(err, db.ErrNotFound):
+			res, err := e.drive(ctx, flow, e.insertKey(req), true)
+			if errors.Is(err, errRaced) {
+				continue
+			}
+			return res, err
+		case err != nil:
+			return nil, fmt.Errorf("error reading idempotency key: %w", err)
+		case !bytes.Equal(key.RequestFingerprint, req.Fingerprint):
+			return nil, ErrKeyReused
+		}
+		res, err := e.resume(ctx, flow, key)
+		if errors.Is(err, errRaced) {
+			continue
+		}
+		return res, err
+	}
+	return nil, &InProgressError{RetryAfter: time.Second}
+}
+
+// Resume drives the key with id from its recovery point without a client, as
+// the completer does. It answers like Execute: the stored response if the key
+// is finished, InProgressError if a live run holds it.
+func (e *Engine) Resume(ctx context.Context, keyID int64) (*Result, error) {
+	key, err := e.queries.IdempotencyKeyGetByID(ctx, e.pool, keyID)
+	if err = db.InterpretError(err); err != nil {
+		return nil, fmt.Errorf("error reading idempotency key: %w", err)
+	}
+	flow, ok := e.flows[key.RequestMethod+" "+key.RequestPath]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s %s", ErrUnknownFlow, key.RequestMethod, key.RequestPath)
+	}
+	res, err := e.resume(ctx, flow, key)
+	if errors.Is(err, errRaced) {
+		return nil, &InProgressError{RetryAfter: time.Second}
+	}
+	return res, err
+}
+
+// resume answers for an existing key with a matching fingerprint.
+func (e *Engine) resume(ctx context.Context, flow Flow, key *dbsqlc.IdempotencyKey) (*Result, error) {
+	if RecoveryPoint(key.RecoveryPoint) == Finished {
+		return replay(key)
+	}
+	if key.LockedAt != nil && time.Since(*key.LockedAt) < e.cfg.LeaseTimeout {
+		return nil, &InProgressError{RetryAfter: time.Second}
+	}
+	res, err := e.drive(ctx, flow, e.leaseKey(key.ID), false)
+	if !errors.Is(err, errRaced) {
+		return res, err
+	}
+	// The lease went elsewhere between our read and our update: either the
+	// key finished meanwhile, or another run holds it now.
+	key, err = e.queries.IdempotencyKeyGetByID(ctx, e.pool, key.ID)
+	if err = db.InterpretError(err); err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return nil, errRaced
+		}
+		return nil, fmt.Errorf("error reading idempotency key: %w", err)
+	}
+	if RecoveryPoint(key.RecoveryPoint) == Finished {
+		return replay(key)
+	}
+	return nil, &InProgressError{RetryAfter: time.Second}
+}
+
+// opener takes the lease in the first transaction of a run. It returns
+// errRaced when it could not.
+type opener func(ctx context.Context, tx pgx.Tx, token uuid.UUID) (*dbsqlc.IdempotencyKey, error)
+
+func (e *Engine) insertKey(req *Request) opener {
+	return func(ctx context.Context, tx pgx.Tx, token uuid.UUID) (*dbsqlc.IdempotencyKey, error) {
+		key, err := e.queries.IdempotencyKeyInsert(ctx, tx, &dbsqlc.IdempotencyKeyInsertParams{
+			UserID:             req.UserID,
+			IdempotencyKey:     req.Key,
+			RequestMethod:      req.Method,
+			RequestPath:        req.Path,
+			RequestParams:      req.Params,
+			RequestFingerprint: req.Fingerprint,
+			LockToken:          uuid.NullUUID{UUID: token, Valid: true},
+		})
+		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
+			return nil, errRaced
+		}
+		return key, err
+	}
+}
+
+func (e *Engine) leaseKey(id int64) opener {
+	return func(ctx context.Context, tx pgx.Tx, token uuid.UUID) (*dbsqlc.IdempotencyKey, error) {
+		key, err := e.queries.IdempotencyKeyLease(ctx, tx, &dbsqlc.IdempotencyKeyLeaseParams{
+			ID:           id,
+			LockToken:    uuid.NullUUID{UUID: token, Valid: true},
+			LeaseSeconds: e.cfg.LeaseTimeout.Seconds(),
+		})
+		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
+			return nil, errRaced
+		}
+		return key, err
+	}
+}
+
+func replay(key *dbsqlc.IdempotencyKey) (*Result, error) {
+	resp := &Response{Status: int(*key.ResponseCode), Body: key.ResponseBody}
+	if len(key.ResponseHeaders) > 0 {
+		if err := json.Unmarshal(key.ResponseHeaders, &resp.Headers); err != nil {
+			return nil, fmt.Errorf("error decoding stored response headers: %w", err)
+		}
+	}
+	return &Result{Response: resp, Replayed: true}, nil
+}

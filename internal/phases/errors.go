@@ -1,0 +1,38 @@
+package phases
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrKeyReused means the key was already used for a different request.
+var ErrKeyReused = errors.New("idempotency key reused with a different request")
+
+// ErrLeaseLost means another run took the key over; this run wrote nothing
+// after losing it.
+var ErrLeaseLost = errors.New("idempotency key lease lost to another run")
+
+// ErrUnknownFlow means no flow is registered for the key's method and path.
+var ErrUnknownFlow = errors.New("no flow for request")
+
+// InProgressError means the key is leased by a live run.
+type InProgressError struct {
+	// RetryAfter is when the current lease expires, at the latest.
+	RetryAfter time.Duration
+}
+
+func (e *InProgressError) Error() string { return "idempotency key in progress" }
+
+// AmbiguousError means a step's foreign call ended without a definite outcome.
+// The key keeps its recovery point and its lease was released, so a retry
+// resumes at once.
+type AmbiguousError struct {
+	Point RecoveryPoint
+	Err   error
+}
+
+func (e *AmbiguousError) Error() string {
+	return "outcome unknown at " + string(e.Point) + ": " + e.Err.Error()
+}
+
+func (e *AmbiguousError) Unwrap() error { return e.Err }

@@ -1,0 +1,172 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/phases"
+)
+
+// The payment flow's own recovery points, between phases.Started and
+// phases.Finished.
+const (
+	PaymentCreated phases.RecoveryPoint = "payment_created"
+	ChargeCreated  phases.RecoveryPoint = "charge_created"
+)
+
+// Payment statuses.
+const (
+	StatusPending   = "pending"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+)
+
+// Method and Path are the request the payment flow serves.
+const (
+	Method = "POST"
+	Path   = "/payments"
+)
+
+type flow struct {
+	pool    *pgxpool.Pool
+	charger *Charger
+	queries *dbsqlc.Queries
+}
+
+// NewFlow returns the payment flow for the phase engine.
+func NewFlow(pool *pgxpool.Pool, charger *Charger) phases.Flow {
+	f := &flow{pool: pool, charger: charger, queries: dbsqlc.New()}
+	return phases.Flow{
+		phases.Started: {Apply: f.createPayment},
+		PaymentCreated: {Call: f.charge, Apply: f.recordCharge},
+		ChargeCreated:  {Apply: f.finish},
+	}
+}
+
+// createPayment inserts the pending payment and its audit record.
+func (f *flow) createPayment(ctx context.Context, tx pgx.Tx, run *phases.Run, _ any) (phases.Transition, error) {
+	var p Params
+	if err := json.Unmarshal(run.Key.RequestParams, &p); err != nil {
+		return phases.Transition{}, fmt.Errorf("error decoding stored request: %w", err)
+	}
+	payment, err := f.queries.PaymentInsert(ctx, tx, &dbsqlc.PaymentInsertParams{
+		UserID:           run.Key.UserID,
+		IdempotencyKeyID: &run.Key.ID,
+		Amount:           p.Amount,
+		Currency:         p.Currency,
+		PaymentMethod:    p.PaymentMethod,
+		Description:      p.Description,
+	})
+	if err != nil {
+		return phases.Transition{}, fmt.Errorf("error inserting payment: %w", err)
+	}
+	if err := f.audit(ctx, tx, payment, "payment.created", nil); err != nil {
+		return phases.Transition{}, err
+	}
+	run.State = payment
+	return phases.AdvanceTo(PaymentCreated), nil
+}
+
+// charge is the flow's one foreign call.
+func (f *flow) charge(ctx context.Context, run *phases.Run) (any, error) {
+	payment, err := f.payment(ctx, f.pool, run)
+	if err != nil {
+		return nil, err
+	}
+	return f.charger.Charge(ctx, &PaymentRef{
+		ID:            payment.ID,
+		UserID:        payment.UserID,
+		Amount:        payment.Amount,
+		Currency:      payment.Currency,
+		PaymentMethod: payment.PaymentMethod,
+		Description:   payment.Description,
+	}, run.Age())
+}
+
+// recordCharge stores the charge's definite outcome. A success moves on; a
+// refusal finishes the key with a problem that is replayed like a success.
+func (f *flow) recordCharge(ctx context.Context, tx pgx.Tx, run *phases.Run, called any) (phases.Transition, error) {
+	charge := called.(*Charge)
+	payment, err := f.payment(ctx, tx, run)
+	if err != nil {
+		return phases.Transition{}, err
+	}
+	update := &dbsqlc.PaymentRecordOutcomeParams{ID: payment.ID, Status: StatusSucceeded}
+	if charge.PaymentIntentID != "" {
+		update.StripePaymentIntentID = &charge.PaymentIntentID
+	}
+	action := "payment.succeeded"
+	if !charge.Succeeded {
+		update.Status, update.FailureCode, update.FailureMessage = StatusFailed, &charge.Code, &charge.Message
+		action = "payment.failed"
+	}
+	if payment, err = f.queries.PaymentRecordOutcome(ctx, tx, update); err != nil {
+		return phases.Transition{}, fmt.Errorf("error recording charge: %w", err)
+	}
+	if err := f.audit(ctx, tx, payment, action, charge); err != nil {
+		return phases.Transition{}, err
+	}
+	run.State = payment
+	switch {
+	case charge.Succeeded:
+		return phases.AdvanceTo(ChargeCreated), nil
+	case charge.Declined:
+		return phases.FinishWith(declinedResponse(payment, charge)), nil
+	default:
+		return phases.FinishWith(rejectedResponse(payment, charge)), nil
+	}
+}
+
+// finish answers with the created payment.
+func (f *flow) finish(ctx context.Context, tx pgx.Tx, run *phases.Run, _ any) (phases.Transition, error) {
+	payment, err := f.payment(ctx, tx, run)
+	if err != nil {
+		return phases.Transition{}, err
+	}
+	return phases.FinishWith(createdResponse(payment)), nil
+}
+
+// payment is the run's payment: handed over by an earlier step of the same
+// run, or read back when the run resumed a key.
+func (f *flow) payment(ctx context.Context, dbtx dbsqlc.DBTX, run *phases.Run) (*dbsqlc.Payment, error) {
+	if p, ok := run.State.(*dbsqlc.Payment); ok {
+		return p, nil
+	}
+	p, err := f.queries.PaymentGetByIdempotencyKeyID(ctx, dbtx, &run.Key.ID)
+	if err != nil {
+		return nil, fmt.Errorf("error loading payment of idempotency key %d: %w", run.Key.ID, db.InterpretError(err))
+	}
+	run.State = p
+	return p, nil
+}
+
+func (f *flow) audit(ctx context.Context, tx pgx.Tx, p *dbsqlc.Payment, action string, charge *Charge) error {
+	data := map[string]string{"status": p.Status}
+	if charge != nil {
+		data["stripe_payment_intent_id"] = charge.PaymentIntentID
+		if charge.Code != "" {
+			data["failure_code"] = charge.Code
+		}
+	}
+	if p.IdempotencyKeyID != nil {
+		data["idempotency_key_id"] = strconv.FormatInt(*p.IdempotencyKeyID, 10)
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("error encoding audit data: %w", err)
+	}
+	err = f.queries.AuditRecordInsert(ctx, tx, &dbsqlc.AuditRecordInsertParams{
+		UserID: p.UserID, Action: action, ResourceType: "payment", ResourceID: p.ID, Data: raw,
+	})
+	if err != nil {
+		return fmt.Errorf("error inserting audit record: %w", err)
+	}
+	return nil
+}

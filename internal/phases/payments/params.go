@@ -1,0 +1,184 @@
+package payments
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/paymentsd/paymentsd/internal/problem"
+)
+
+// Limits of a payment request.
+const (
+	MinAmount         = 1
+	MaxAmount         = 99_999_999
+	MaxDescriptionLen = 1000
+	maxPaymentMethod  = 255
+)
+
+// Params is a validated payment request.
+type Params struct {
+	Amount        int64   `json:"amount"`
+	Currency      string  `json:"currency"`
+	PaymentMethod string  `json:"payment_method"`
+	Description   *string `json:"description,omitempty"`
+}
+
+var paymentMethodPattern = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+// DecodeParams decodes and validates a payment request body strictly: one
+// JSON object, each known member at most once and of the right type, no
+// unknown members, valid UTF-8, nothing after the object. It answers every
+// problem it finds, each pointing at its member.
+func DecodeParams(body []byte) (*Params, []problem.FieldError) {
+	if !utf8.Valid(body) {
+		return nil, []problem.FieldError{{Pointer: "", Detail: "body is not valid UTF-8"}}
+	}
+	members, err := objectMembers(body)
+	if err != nil {
+		return nil, []problem.FieldError{{Pointer: "", Detail: err.Error()}}
+	}
+
+	var (
+		p    Params
+		errs []problem.FieldError
+	)
+	fail := func(name, detail string) {
+		errs = append(errs, problem.FieldError{Pointer: "/" + name, Detail: detail})
+	}
+	for name := range members {
+		switch name {
+		case "amount", "currency", "payment_method", "description":
+		default:
+			fail(escapePointer(name), "unknown member")
+		}
+	}
+
+	if raw, ok := members["amount"]; !ok {
+		fail("amount", "is required")
+	} else if n, err := strconv.ParseInt(string(raw), 10, 64); err != nil || n < MinAmount || n > MaxAmount {
+		fail("amount", fmt.Sprintf("must be an integer from %d to %d (minor units)", MinAmount, MaxAmount))
+	} else {
+		p.Amount = n
+	}
+
+	if s, ok, err := stringMember(members, "currency"); err != nil || !ok {
+		fail("currency", orRequired(ok, "must be a string"))
+	} else if !isCurrency(s) {
+		fail("currency", "must be a lowercase ISO 4217 currency code, such as usd")
+	} else {
+		p.Currency = s
+	}
+
+	if s, ok, err := stringMember(members, "payment_method"); err != nil || !ok {
+		fail("payment_method", orRequired(ok, "must be a string"))
+	} else if len(s) == 0 || len(s) > maxPaymentMethod || !paymentMethodPattern.MatchString(s) {
+		fail("payment_method", fmt.Sprintf("must be a payment method id of 1 to %d letters, digits and underscores", maxPaymentMethod))
+	} else {
+		p.PaymentMethod = s
+	}
+
+	if raw, present := members["description"]; present && string(raw) != "null" {
+		if s, _, err := stringMember(members, "description"); err != nil {
+			fail("description", "must be a string or null")
+		} else if utf8.RuneCountInString(s) > MaxDescriptionLen || strings.IndexFunc(s, isForbiddenControl) >= 0 {
+			fail("description", fmt.Sprintf("must be at most %d characters without control characters", MaxDescriptionLen))
+		} else {
+			p.Description = &s
+		}
+	}
+
+	if len(errs) > 0 {
+		sortFieldErrors(errs)
+		return nil, errs
+	}
+	return &p, nil
+}
+
+// objectMembers splits a JSON object into its members, refusing anything
+// but a single object and any member named twice (encoding/json would keep
+// the last one silently, so two parsers could disagree on the request).
+func objectMembers(body []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, errors.New("body must be a JSON object")
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("body must be a JSON object")
+	}
+	members := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, errors.New("body is not valid JSON")
+		}
+		name := tok.(string) // inside an object, the decoder yields names here
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, errors.New("body is not valid JSON")
+		}
+		if _, dup := members[name]; dup {
+			return nil, fmt.Errorf("member %q appears more than once", name)
+		}
+		members[name] = raw
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, errors.New("body is not valid JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("body must hold a single JSON object")
+	}
+	return members, nil
+}
+
+// stringMember reads member name as a JSON string: ok is false when absent.
+func stringMember(members map[string]json.RawMessage, name string) (s string, ok bool, err error) {
+	raw, ok := members[name]
+	if !ok {
+		return "", false, nil
+	}
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", true, errors.New("not a string")
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", true, err
+	}
+	if strings.ContainsRune(s, 0) {
+		return "", true, errors.New("contains NUL")
+	}
+	return s, true, nil
+}
+
+func orRequired(present bool, detail string) string {
+	if !present {
+		return "is required"
+	}
+	return detail
+}
+
+// isForbiddenControl allows tabs and line breaks in free text, nothing else
+// below the printable range.
+func isForbiddenControl(r rune) bool {
+	return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r'
+}
+
+// escapePointer escapes a member name as a JSON Pointer reference token.
+func escapePointer(name string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
+}
+
+// sortFieldErrors orders errors by pointer, so a response does not depend on
+// map iteration order.
+func sortFieldErrors(errs []problem.FieldError) {
+	slices.SortFunc(errs, func(a, b problem.FieldError) int { return strings.Compare(a.Pointer, b.Pointer) })
+}

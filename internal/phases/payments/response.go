@@ -1,0 +1,68 @@
+package payments
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/problem"
+)
+
+// View is a payment as the API shows it.
+type View struct {
+	ID                    int64     `json:"id"`
+	Amount                int64     `json:"amount"`
+	Currency              string    `json:"currency"`
+	Status                string    `json:"status"`
+	StripePaymentIntentID *string   `json:"stripe_payment_intent_id"`
+	Description           *string   `json:"description"`
+	CreatedAt             time.Time `json:"created_at"`
+}
+
+// ViewOf returns the API view of p.
+func ViewOf(p *dbsqlc.Payment) *View {
+	return &View{
+		ID:                    p.ID,
+		Amount:                p.Amount,
+		Currency:              p.Currency,
+		Status:                p.Status,
+		StripePaymentIntentID: p.StripePaymentIntentID,
+		Description:           p.Description,
+		CreatedAt:             p.CreatedAt.UTC(),
+	}
+}
+
+// Location is the URL of payment id.
+func Location(id int64) string { return "/payments/" + strconv.FormatInt(id, 10) }
+
+func createdResponse(p *dbsqlc.Payment) *phases.Response {
+	body, _ := json.Marshal(ViewOf(p)) // strings, numbers and a time: cannot fail
+	return &phases.Response{
+		Status:  http.StatusCreated,
+		Headers: map[string]string{"Content-Type": "application/json", "Location": Location(p.ID)},
+		Body:    body,
+	}
+}
+
+func declinedResponse(p *dbsqlc.Payment, c *Charge) *phases.Response {
+	prob := problem.New(problem.CardDeclined, c.Message)
+	prob.PaymentID, prob.DeclineCode = p.ID, c.Code
+	return problemResponse(prob)
+}
+
+func rejectedResponse(p *dbsqlc.Payment, c *Charge) *phases.Response {
+	prob := problem.New(problem.PaymentRejected, c.Message)
+	prob.PaymentID, prob.ProcessorCode = p.ID, c.Code
+	return problemResponse(prob)
+}
+
+func problemResponse(p *problem.Problem) *phases.Response {
+	return &phases.Response{
+		Status:  p.Status,
+		Headers: map[string]string{"Content-Type": problem.ContentType},
+		Body:    p.JSON(),
+	}
+}
