@@ -1,0 +1,84 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/internal/testutil"
+)
+
+// concurrently sends n requests at once and returns their responses.
+func concurrently(t *testing.T, n int, send func(i int) *testutil.Response) []*testutil.Response {
+	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		out   = make([]*testutil.Response, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			out[i] = send(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+func TestConcurrentRequestsOnOneKey(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+	// The first charge is slow, so every other request arrives while the
+	// first run still holds the key.
+	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultLatency, Latency: 500 * time.Millisecond})
+
+	responses := concurrently(t, 50, func(int) *testutil.Response {
+		return svc.PostPayment(t, apiKey, "one-key", visa)
+	})
+
+	var created []string
+	conflicts := 0
+	for _, resp := range responses {
+		switch resp.Status {
+		case http.StatusCreated:
+			created = append(created, string(resp.Body))
+		case http.StatusConflict:
+			conflicts++
+			requireProblem(t, resp, http.StatusConflict, "idempotency-key-in-use")
+			require.NotEmpty(t, resp.Header.Get("Retry-After"))
+		default:
+			t.Fatalf("unexpected status %d: %s", resp.Status, resp.Body)
+		}
+	}
+	require.NotEmpty(t, created)
+	require.NotZero(t, conflicts)
+	for _, body := range created {
+		require.Equal(t, created[0], body)
+	}
+	require.Len(t, svc.Stripe.PaymentIntents(), 1)
+	require.EqualValues(t, 1, svc.Stripe.Stats().CreateRequests)
+}
+
+func TestConcurrentRequestsOnDistinctKeys(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+
+	responses := concurrently(t, 100, func(i int) *testutil.Response {
+		return svc.PostPayment(t, apiKey, fmt.Sprintf("distinct-%d", i), visa)
+	})
+	for _, resp := range responses {
+		require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+	}
+	require.Len(t, svc.Stripe.PaymentIntents(), 100)
+}

@@ -1,0 +1,61 @@
+package api
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/rs/zerolog"
+
+	"github.com/paymentsd/paymentsd/internal/problem"
+)
+
+// accessLog gives each request a request id and a logger carrying it, and
+// writes one line per request. It never logs headers or bodies: they carry
+// API keys and payment data.
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := newRequestID()
+		w.Header().Set("Request-Id", id)
+		log := s.log.With().Str("request_id", id).Logger()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		r = r.WithContext(log.WithContext(r.Context()))
+
+		next.ServeHTTP(ww, r)
+
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		zerolog.Ctx(r.Context()).Info().
+			Str("method", r.Method).
+			Str("route", route).
+			Int("status", ww.Status()).
+			Bool("replayed", ww.Header().Get("Idempotent-Replayed") == "true").
+			Dur("duration", time.Since(start)).
+			Msg("request")
+	})
+}
+
+// recoverPanic turns a panic into a generic 500 problem and logs it.
+func (s *Server) recoverPanic(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				zerolog.Ctx(r.Context()).Error().Interface("panic", v).Msg("handler panicked")
+				writeProblem(w, problem.New(problem.InternalError, "An unexpected error occurred."))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}

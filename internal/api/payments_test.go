@@ -1,0 +1,260 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paymentsd/paymentsd/internal/testutil"
+)
+
+const visa = `{"amount": 2000, "currency": "usd", "payment_method": "pm_card_visa", "description": "order 1"}`
+
+type payment struct {
+	ID                    int64   `json:"id"`
+	Amount                int64   `json:"amount"`
+	Currency              string  `json:"currency"`
+	Status                string  `json:"status"`
+	StripePaymentIntentID *string `json:"stripe_payment_intent_id"`
+	Description           *string `json:"description"`
+	CreatedAt             string  `json:"created_at"`
+}
+
+type problemBody struct {
+	Type        string `json:"type"`
+	Status      int    `json:"status"`
+	Detail      string `json:"detail"`
+	PaymentID   int64  `json:"payment_id"`
+	DeclineCode string `json:"decline_code"`
+	Errors      []struct {
+		Pointer string `json:"pointer"`
+	} `json:"errors"`
+}
+
+func decode[T any](t *testing.T, resp *testutil.Response) T {
+	t.Helper()
+	var v T
+	require.NoError(t, json.Unmarshal(resp.Body, &v), "body: %s", resp.Body)
+	return v
+}
+
+func requireProblem(t *testing.T, resp *testutil.Response, status int, slug string) problemBody {
+	t.Helper()
+	require.Equal(t, status, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	p := decode[problemBody](t, resp)
+	require.Equal(t, "https://paymentsd.dev/problems/"+slug, p.Type)
+	require.Equal(t, status, p.Status)
+	return p
+}
+
+func TestCreatePayment(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+
+	resp := svc.PostPayment(t, apiKey, "order-1", visa)
+	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+	p := decode[payment](t, resp)
+	require.Equal(t, int64(2000), p.Amount)
+	require.Equal(t, "usd", p.Currency)
+	require.Equal(t, "succeeded", p.Status)
+	require.NotNil(t, p.StripePaymentIntentID)
+	require.True(t, strings.HasPrefix(*p.StripePaymentIntentID, "pi_"))
+	require.Equal(t, "order 1", *p.Description)
+	require.Equal(t, "/payments/"+itoa(p.ID), resp.Header.Get("Location"))
+	require.Empty(t, resp.Header.Get("Idempotent-Replayed"))
+
+	got := svc.Do(t, http.MethodGet, resp.Header.Get("Location"), "", "Authorization", "Bearer "+apiKey)
+	require.Equal(t, http.StatusOK, got.Status)
+	require.JSONEq(t, string(resp.Body), string(got.Body))
+
+	pis := svc.Stripe.PaymentIntents()
+	require.Len(t, pis, 1)
+	require.Equal(t, *p.StripePaymentIntentID, pis[0].ID)
+	require.Equal(t, itoa(p.ID), pis[0].Metadata["payment_id"])
+}
+
+func TestReplayIsByteForByte(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+
+	first := svc.PostPayment(t, apiKey, "k1", visa)
+	require.Equal(t, http.StatusCreated, first.Status)
+	second := svc.PostPayment(t, apiKey, "k1", visa)
+
+	require.Equal(t, first.Status, second.Status)
+	require.Equal(t, string(first.Body), string(second.Body))
+	require.Equal(t, first.Header.Get("Location"), second.Header.Get("Location"))
+	require.Equal(t, first.Header.Get("Content-Type"), second.Header.Get("Content-Type"))
+	require.Equal(t, "true", second.Header.Get("Idempotent-Replayed"))
+	require.Len(t, svc.Stripe.PaymentIntents(), 1)
+	require.EqualValues(t, 1, svc.Stripe.Stats().CreateRequests)
+}
+
+func TestReorderedJSONIsTheSameRequest(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+
+	first := svc.PostPayment(t, apiKey, "k", `{"amount":2000,"currency":"usd","payment_method":"pm_card_visa"}`)
+	require.Equal(t, http.StatusCreated, first.Status)
+	second := svc.PostPayment(t, apiKey, "k", "{ \"payment_method\" : \"pm_card_visa\",\n \"currency\":\"usd\", \"amount\": 2000 }")
+	require.Equal(t, http.StatusCreated, second.Status, "body: %s", second.Body)
+	require.Equal(t, "true", second.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, string(first.Body), string(second.Body))
+	require.Len(t, svc.Stripe.PaymentIntents(), 1)
+}
+
+func TestKeyReusedWithDifferentRequest(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+
+	require.Equal(t, http.StatusCreated, svc.PostPayment(t, apiKey, "k", visa).Status)
+	resp := svc.PostPayment(t, apiKey, "k", strings.Replace(visa, "2000", "2001", 1))
+	requireProblem(t, resp, http.StatusUnprocessableEntity, "idempotency-key-reused")
+	require.Len(t, svc.Stripe.PaymentIntents(), 1)
+	require.EqualValues(t, 1, svc.Stripe.Stats().CreateRequests)
+}
+
+func TestQuotedAndBareKeyAreTheSameKey(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+
+	first := svc.PostPayment(t, apiKey, `"order-7"`, visa)
+	require.Equal(t, http.StatusCreated, first.Status)
+	second := svc.PostPayment(t, apiKey, `order-7`, visa)
+	require.Equal(t, "true", second.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, string(first.Body), string(second.Body))
+	require.Len(t, svc.Stripe.PaymentIntents(), 1)
+}
+
+func TestKeyLength(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+
+	requireProblem(t, svc.Do(t, http.MethodPost, "/payments", visa,
+		"Authorization", "Bearer "+apiKey, "Content-Type", "application/json"), http.StatusBadRequest, "idempotency-key-missing")
+
+	require.Equal(t, http.StatusCreated, svc.PostPayment(t, apiKey, strings.Repeat("a", 255), visa).Status)
+	require.Equal(t, http.StatusCreated, svc.PostPayment(t, apiKey, `"`+strings.Repeat("b", 255)+`"`, visa).Status)
+	requireProblem(t, svc.PostPayment(t, apiKey, strings.Repeat("c", 256), visa), http.StatusBadRequest, "idempotency-key-invalid")
+	requireProblem(t, svc.PostPayment(t, apiKey, `"`+strings.Repeat("d", 256)+`"`, visa), http.StatusBadRequest, "idempotency-key-invalid")
+	require.Len(t, svc.Stripe.PaymentIntents(), 2)
+}
+
+func TestUsersAreIndependent(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, alice := svc.NewUser(t)
+	_, bob := svc.NewUser(t)
+
+	a := svc.PostPayment(t, alice, "shared-key", visa)
+	b := svc.PostPayment(t, bob, "shared-key", strings.Replace(visa, "2000", "3000", 1))
+	require.Equal(t, http.StatusCreated, a.Status)
+	require.Equal(t, http.StatusCreated, b.Status, "body: %s", b.Body)
+	require.Empty(t, b.Header.Get("Idempotent-Replayed"))
+	require.NotEqual(t, decode[payment](t, a).ID, decode[payment](t, b).ID)
+	require.Len(t, svc.Stripe.PaymentIntents(), 2)
+
+	// Bob cannot see Alice's payment: 404, as for a payment that does not exist.
+	requireProblem(t, svc.Do(t, http.MethodGet, a.Header.Get("Location"), "", "Authorization", "Bearer "+bob),
+		http.StatusNotFound, "not-found")
+	requireProblem(t, svc.Do(t, http.MethodGet, "/payments/999999", "", "Authorization", "Bearer "+bob),
+		http.StatusNotFound, "not-found")
+}
+
+func TestDeclineIsStoredAndReplayed(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+	body := `{"amount": 500, "currency": "eur", "payment_method": "pm_card_chargeDeclined"}`
+
+	first := svc.PostPayment(t, apiKey, "declined", body)
+	p := requireProblem(t, first, http.StatusPaymentRequired, "card-declined")
+	require.Equal(t, "generic_decline", p.DeclineCode)
+	require.NotZero(t, p.PaymentID)
+
+	second := svc.PostPayment(t, apiKey, "declined", body)
+	require.Equal(t, http.StatusPaymentRequired, second.Status)
+	require.Equal(t, "true", second.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, string(first.Body), string(second.Body))
+	require.EqualValues(t, 1, svc.Stripe.Stats().CreateRequests)
+
+	stored := svc.Do(t, http.MethodGet, "/payments/"+itoa(p.PaymentID), "", "Authorization", "Bearer "+apiKey)
+	require.Equal(t, "failed", decode[payment](t, stored).Status)
+}
+
+func TestUnknownPaymentMethodIsADefiniteRejection(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+	body := `{"amount": 500, "currency": "usd", "payment_method": "pm_no_such_method"}`
+
+	first := svc.PostPayment(t, apiKey, "rejected", body)
+	requireProblem(t, first, http.StatusBadRequest, "payment-rejected")
+	second := svc.PostPayment(t, apiKey, "rejected", body)
+	require.Equal(t, "true", second.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, string(first.Body), string(second.Body))
+	require.Empty(t, svc.Stripe.PaymentIntents())
+}
+
+func TestValidationErrorsAreNotStored(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+
+	bad := svc.PostPayment(t, apiKey, "fix-me", `{"amount": 0, "currency": "USD", "payment_method": "pm_card_visa", "tip": 1}`)
+	p := requireProblem(t, bad, http.StatusBadRequest, "invalid-request")
+	var pointers []string
+	for _, e := range p.Errors {
+		pointers = append(pointers, e.Pointer)
+	}
+	require.Equal(t, []string{"/amount", "/currency", "/tip"}, pointers)
+
+	good := svc.PostPayment(t, apiKey, "fix-me", visa)
+	require.Equal(t, http.StatusCreated, good.Status, "body: %s", good.Body)
+	require.Empty(t, good.Header.Get("Idempotent-Replayed"))
+	require.Len(t, svc.Stripe.PaymentIntents(), 1)
+}
+
+func TestAuthAndMediaType(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+
+	requireProblem(t, svc.Do(t, http.MethodPost, "/payments", visa, "Idempotency-Key", "k", "Content-Type", "application/json"),
+		http.StatusUnauthorized, "unauthorized")
+	requireProblem(t, svc.PostPayment(t, "pd_not_a_key", "k", visa), http.StatusUnauthorized, "unauthorized")
+	requireProblem(t, svc.Do(t, http.MethodPost, "/payments", visa,
+		"Authorization", "Bearer "+apiKey, "Idempotency-Key", "k", "Content-Type", "text/plain"),
+		http.StatusUnsupportedMediaType, "unsupported-media-type")
+	requireProblem(t, svc.PostPayment(t, apiKey, "k", `{"amount":1,"currency":"usd","payment_method":"pm_card_visa","description":"`+
+		strings.Repeat("x", 1<<20)+`"}`), http.StatusRequestEntityTooLarge, "request-too-large")
+	requireProblem(t, svc.Do(t, http.MethodDelete, "/payments", "", "Authorization", "Bearer "+apiKey),
+		http.StatusMethodNotAllowed, "method-not-allowed")
+	require.Empty(t, svc.Stripe.PaymentIntents())
+
+	// The refused requests reserved nothing: the key is still fresh.
+	require.Equal(t, http.StatusCreated, svc.PostPayment(t, apiKey, "k", visa).Status)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func splitHostPort(t *testing.T, addr string) (string, uint16) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	n, err := strconv.ParseUint(port, 10, 16)
+	require.NoError(t, err)
+	return host, uint16(n)
+}

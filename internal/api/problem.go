@@ -1,0 +1,66 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/problem"
+)
+
+// writeProblem answers with p.
+func writeProblem(w http.ResponseWriter, p *problem.Problem) {
+	w.Header().Set("Content-Type", problem.ContentType)
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(p.JSON())
+}
+
+// writeRetryable answers with p and a Retry-After header.
+func writeRetryable(w http.ResponseWriter, p *problem.Problem, after time.Duration) {
+	secs := int((after + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+	writeProblem(w, p)
+}
+
+// Retry-After advice per kind of temporary failure.
+const (
+	retryInProgress = time.Second
+	retryProcessor  = 2 * time.Second
+	retryStore      = 5 * time.Second
+)
+
+// writeError maps an error from below the HTTP layer to its problem. The
+// error itself is logged, never sent: it may name internals.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		inProgress *phases.InProgressError
+		ambiguous  *phases.AmbiguousError
+	)
+	switch {
+	case errors.Is(err, phases.ErrKeyReused):
+		writeProblem(w, problem.New(problem.IdempotencyKeyReused,
+			"This idempotency key was already used with a different request. Send a new key for a new request."))
+	case errors.As(err, &inProgress):
+		writeRetryable(w, problem.New(problem.IdempotencyKeyInUse,
+			"A request with this idempotency key is still being processed. Retry later with the same key."), inProgress.RetryAfter)
+	case errors.Is(err, phases.ErrLeaseLost):
+		writeRetryable(w, problem.New(problem.IdempotencyKeyInUse,
+			"Another attempt took this request over. Retry later with the same key."), retryInProgress)
+	case errors.As(err, &ambiguous):
+		zerolog.Ctx(r.Context()).Warn().Err(err).Str("recovery_point", string(ambiguous.Point)).Msg("payment processor outcome unknown")
+		writeRetryable(w, problem.New(problem.ProcessorUnavailable,
+			"The payment processor could not be reached or gave no definite answer. Retry with the same key: the request resumes where it stopped."), retryProcessor)
+	case db.IsUnavailable(err):
+		zerolog.Ctx(r.Context()).Error().Err(err).Msg("store unavailable")
+		writeRetryable(w, problem.New(problem.StoreUnavailable,
+			"The service cannot reach its database. Nothing was charged by this request; retry with the same key."), retryStore)
+	default:
+		zerolog.Ctx(r.Context()).Error().Err(err).Msg("internal error")
+		writeProblem(w, problem.New(problem.InternalError, "An unexpected error occurred."))
+	}
+}

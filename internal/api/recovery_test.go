@@ -1,0 +1,166 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/internal/testutil"
+)
+
+var errCrash = errors.New("injected crash")
+
+// crashOnce returns a hook that crashes the run the first time it fires at
+// point, as if the process died there.
+func crashOnce(point phases.RecoveryPoint) func(context.Context, phases.RecoveryPoint) error {
+	var fired atomic.Bool
+	return func(_ context.Context, at phases.RecoveryPoint) error {
+		if at == point && fired.CompareAndSwap(false, true) {
+			return errCrash
+		}
+		return nil
+	}
+}
+
+func TestCrashAfterEachRecoveryPoint(t *testing.T) {
+	t.Parallel()
+	const lease = 300 * time.Millisecond
+	cases := []struct {
+		name  string
+		hooks phases.Hooks
+	}{
+		// The reservation and the payment committed; Stripe never called.
+		{"after payment_created commits", phases.Hooks{AfterCommit: crashOnce(payments.PaymentCreated)}},
+		// Stripe charged the card; nothing recorded yet.
+		{"after the charge, before charge_created commits", phases.Hooks{AfterCall: crashOnce(payments.PaymentCreated)}},
+		// Everything committed; the client never got its answer.
+		{"after finished commits", phases.Hooks{AfterCommit: crashOnce(phases.Finished)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			svc := testutil.StartService(t, testutil.ServiceOptions{LeaseTimeout: lease, Hooks: tc.hooks})
+			_, apiKey := svc.NewUser(t)
+
+			crashed := svc.PostPayment(t, apiKey, "crash", visa)
+			requireProblem(t, crashed, http.StatusInternalServerError, "internal-error")
+
+			// The crashed run's lease is still held until it goes stale.
+			var retried *testutil.Response
+			require.Eventually(t, func() bool {
+				retried = svc.PostPayment(t, apiKey, "crash", visa)
+				return retried.Status != http.StatusConflict
+			}, 10*lease, lease/3)
+			require.Equal(t, http.StatusCreated, retried.Status, "body: %s", retried.Body)
+
+			again := svc.PostPayment(t, apiKey, "crash", visa)
+			require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+			require.Equal(t, string(retried.Body), string(again.Body))
+			require.Len(t, svc.Stripe.PaymentIntents(), 1)
+			require.Equal(t, *decode[payment](t, retried).StripePaymentIntentID, svc.Stripe.PaymentIntents()[0].ID)
+		})
+	}
+}
+
+func TestRunThatLostItsLeaseCannotWrite(t *testing.T) {
+	t.Parallel()
+	const lease = 300 * time.Millisecond
+	// Runs may outlive their lease here, as a run stalled by a GC pause or
+	// a slow network would.
+	svc := testutil.StartService(t, testutil.ServiceOptions{LeaseTimeout: lease, RequestTimeout: 10 * time.Second})
+	_, apiKey := svc.NewUser(t)
+	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
+
+	// Run A hangs inside its Stripe call past its lease.
+	first := make(chan *testutil.Response, 1)
+	go func() { first <- svc.PostPayment(t, apiKey, "taken-over", visa) }()
+	require.Eventually(t, func() bool { return svc.Stripe.Stats().Hangs == 1 }, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(lease + 100*time.Millisecond)
+
+	// Run B takes the stale lease over. Stripe refuses its call while A's
+	// is still executing under the same Stripe key: an ambiguous outcome,
+	// so B frees the lease and answers 503.
+	second := svc.PostPayment(t, apiKey, "taken-over", visa)
+	requireProblem(t, second, http.StatusServiceUnavailable, "processor-unavailable")
+	require.NotEmpty(t, second.Header.Get("Retry-After"))
+
+	// A's charge now completes at Stripe, but A no longer holds the lease:
+	// its record is refused and it writes nothing.
+	svc.Stripe.ReleaseHangs()
+	requireProblem(t, <-first, http.StatusConflict, "idempotency-key-in-use")
+	var status string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT p.status FROM payments p JOIN idempotency_keys k ON k.id = p.idempotency_key_id WHERE k.idempotency_key = 'taken-over'").Scan(&status))
+	require.Equal(t, "pending", status)
+
+	// The next retry adopts the PaymentIntent A's call created.
+	third := svc.PostPayment(t, apiKey, "taken-over", visa)
+	require.Equal(t, http.StatusCreated, third.Status, "body: %s", third.Body)
+	require.Len(t, svc.Stripe.PaymentIntents(), 1)
+	require.Equal(t, svc.Stripe.PaymentIntents()[0].ID, *decode[payment](t, third).StripePaymentIntentID)
+}
+
+func TestProcessorFaultsThenRetriesFinishOnce(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		fault stripefake.Fault
+	}{
+		{"500, cached under the Stripe key", stripefake.Fault{Kind: stripefake.Fault500}},
+		{"answer lost after the charge", stripefake.Fault{Kind: stripefake.FaultLostAnswer}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			svc := testutil.StartService(t, testutil.ServiceOptions{})
+			_, apiKey := svc.NewUser(t)
+			svc.Stripe.Inject(tc.fault)
+
+			first := svc.PostPayment(t, apiKey, "faulty", visa)
+			requireProblem(t, first, http.StatusServiceUnavailable, "processor-unavailable")
+			require.NotEmpty(t, first.Header.Get("Retry-After"))
+
+			second := svc.PostPayment(t, apiKey, "faulty", visa)
+			require.Equal(t, http.StatusCreated, second.Status, "body: %s", second.Body)
+			require.Empty(t, second.Header.Get("Idempotent-Replayed"))
+			third := svc.PostPayment(t, apiKey, "faulty", visa)
+			require.Equal(t, string(second.Body), string(third.Body))
+
+			pis := svc.Stripe.PaymentIntents()
+			require.Len(t, pis, 1)
+			require.Equal(t, "succeeded", string(pis[0].Status))
+		})
+	}
+}
+
+func TestStoreUnreachableFailsClosed(t *testing.T) {
+	t.Parallel()
+	direct := testutil.NewDB(t)
+	cfg := direct.Config().Copy()
+	proxy := testutil.NewProxy(t, cfg.ConnConfig.Host+":"+itoa(int64(cfg.ConnConfig.Port)))
+	host, port := splitHostPort(t, proxy.Addr)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, port
+	proxied := testutil.ConnectConfig(t, cfg)
+
+	svc := testutil.StartService(t, testutil.ServiceOptions{Pool: proxied})
+	_, apiKey := svc.NewUser(t)
+	require.Equal(t, http.StatusCreated, svc.PostPayment(t, apiKey, "before", visa).Status)
+
+	proxy.Cut()
+	resp := svc.PostPayment(t, apiKey, "after", visa)
+	requireProblem(t, resp, http.StatusServiceUnavailable, "store-unavailable")
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.EqualValues(t, 1, svc.Stripe.Stats().CreateRequests, "no Stripe call while the store is down")
+
+	var keys int
+	require.NoError(t, direct.QueryRow(context.Background(), "SELECT count(*) FROM idempotency_keys").Scan(&keys))
+	require.Equal(t, 1, keys)
+}

@@ -1,0 +1,78 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	apispec "github.com/paymentsd/paymentsd/api"
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/problem"
+)
+
+// Config tunes the HTTP layer.
+type Config struct {
+	// RequestTimeout bounds the work of one request once its key is
+	// reserved, independently of the client.
+	RequestTimeout time.Duration
+}
+
+// Server holds what the handlers share.
+type Server struct {
+	pool    *pgxpool.Pool
+	engine  *phases.Engine
+	queries *dbsqlc.Queries
+	log     zerolog.Logger
+	cfg     Config
+}
+
+// NewServer returns the API over pool and engine.
+func NewServer(pool *pgxpool.Pool, engine *phases.Engine, log zerolog.Logger, cfg Config) *Server {
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = time.Minute
+	}
+	return &Server{pool: pool, engine: engine, queries: dbsqlc.New(), log: log, cfg: cfg}
+}
+
+// Handler is the router with every route and middleware.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(s.accessLog, s.recoverPanic)
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		writeProblem(w, problem.New(problem.NotFound, "No such resource."))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		writeProblem(w, problem.New(problem.MethodNotAllowed, "The resource does not support this method."))
+	})
+
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(apispec.OpenAPI)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.Post(payments.Path, s.createPayment)
+		r.Get(payments.Path+"/{id}", s.getPayment)
+	})
+	return r
+}
+
+// writeJSON answers with v encoded as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, problem.New(problem.InternalError, "An unexpected error occurred."))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paymentsd/paymentsd/internal/db"
+)
+
+func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
+	direction := "up"
+	switch len(args) {
+	case 0:
+	case 1:
+		direction = args[0]
+	default:
+		return errUsage
+	}
+	pool, err := connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	provider, sqlDB, err := db.Migrator(pool)
+	if err != nil {
+		return err
+	}
+	defer sqlDB.Close()
+
+	switch direction {
+	case "up":
+		results, err := provider.Up(ctx)
+		for _, r := range results {
+			fmt.Fprintf(stdout, "applied %s (%s)\n", r.Source.Path, r.Duration)
+		}
+		if err != nil {
+			return fmt.Errorf("error migrating up: %w", err)
+		}
+		if len(results) == 0 {
+			fmt.Fprintln(stdout, "no pending migrations")
+		}
+	case "down":
+		r, err := provider.Down(ctx)
+		if err != nil {
+			return fmt.Errorf("error migrating down: %w", err)
+		}
+		fmt.Fprintf(stdout, "rolled back %s (%s)\n", r.Source.Path, r.Duration)
+	case "status":
+		statuses, err := provider.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("error reading migration status: %w", err)
+		}
+		for _, s := range statuses {
+			applied := "pending"
+			if !s.AppliedAt.IsZero() {
+				applied = s.AppliedAt.UTC().Format("2006-01-02 15:04:05Z")
+			}
+			fmt.Fprintf(stdout, "%-40s %s\n", s.Source.Path, applied)
+		}
+	default:
+		return errUsage
+	}
+	return nil
+}
+
+func connect(ctx context.Context) (*pgxpool.Pool, error) {
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		return nil, errors.New("DATABASE_URL is required")
+	}
+	return db.Connect(ctx, url)
+}

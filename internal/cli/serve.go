@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paymentsd/paymentsd/internal/app"
+	"github.com/paymentsd/paymentsd/internal/config"
+	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
+)
+
+func serveCmd(ctx context.Context, args []string, log zerolog.Logger) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	migrate := fs.Bool("migrate", false, "apply pending migrations before serving")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return errUsage
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	pool, err := db.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	if *migrate {
+		if err := db.MigrateUp(ctx, pool); err != nil {
+			return err
+		}
+	} else if pending, err := db.PendingMigrations(ctx, pool); err != nil {
+		return err
+	} else if pending {
+		return errors.New("the database has pending migrations: run `paymentsd migrate` or `paymentsd serve --migrate`")
+	}
+
+	a := app.New(pool, app.Options{
+		Logger:       log,
+		LeaseTimeout: cfg.LockTimeout,
+		Stripe: payments.StripeConfig{
+			SecretKey: cfg.StripeSecretKey,
+			APIBase:   cfg.StripeAPIBase,
+			Timeout:   cfg.StripeTimeout,
+		},
+	})
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("error listening on %s: %w", cfg.Addr, err)
+	}
+	log.Info().Str("addr", ln.Addr().String()).Bool("stripe_emulator", cfg.StripeAPIBase != "").
+		Dur("lock_timeout", cfg.LockTimeout).Msg("serving")
+	return a.Serve(ctx, ln)
+}
