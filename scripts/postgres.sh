@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# A throwaway local Postgres cluster for `make run`, `make test` and
+# `make bench` when the environment names none.
+#
+#   scripts/postgres.sh start   start (or reuse) the cluster; print its URL
+#   scripts/postgres.sh stop    stop it
+#   scripts/postgres.sh url     print its URL
+#
+# The cluster lives in .tmp/postgres (PAYMENTSD_PGDATA overrides) and listens
+# on 127.0.0.1:${PAYMENTSD_PGPORT:-55432}. It installs Debian's postgresql
+# package when no initdb is found, and runs the server as the postgres user
+# when invoked as root, since Postgres refuses to run as root.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+pgdata=${PAYMENTSD_PGDATA:-$root/.tmp/postgres}
+port=${PAYMENTSD_PGPORT:-55432}
+url="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+
+find_bin() {
+  local dir
+  for dir in /usr/lib/postgresql/*/bin; do
+    [ -x "$dir/initdb" ] && { echo "$dir"; return; }
+  done
+  if command -v initdb >/dev/null 2>&1; then dirname "$(command -v initdb)"; return; fi
+  return 1
+}
+
+install_postgres() {
+  echo "postgres.sh: installing Debian's postgresql package" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq postgresql postgresql-contrib >&2
+  # The package starts a cluster of its own on 5432 on some systems; ours
+  # does not need it, and it is left as the package set it up.
+}
+
+as_pg() {
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+start() {
+  local bin
+  bin=$(find_bin) || { install_postgres; bin=$(find_bin); }
+  mkdir -p "$pgdata"
+  if [ "$(id -u)" = 0 ]; then
+    id postgres >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql postgres
+    chown postgres "$pgdata"
+    chmod 700 "$pgdata"
+  fi
+  if [ ! -s "$pgdata/PG_VERSION" ]; then
+    as_pg "$bin/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
+  fi
+  if ! as_pg "$bin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1; then
+    as_pg "$bin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w -t 60 start \
+      -o "-c listen_addresses=127.0.0.1 -p $port -k $pgdata -c max_connections=300 -c shared_buffers=256MB" >/dev/null
+  fi
+  for _ in $(seq 1 50); do
+    "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" && { echo "$url"; return; }
+    sleep 0.2
+  done
+  echo "postgres.sh: the cluster did not become ready; see $pgdata/server.log" >&2
+  exit 1
+}
+
+stop() {
+  local bin
+  bin=$(find_bin) || return 0
+  [ -s "$pgdata/PG_VERSION" ] || return 0
+  as_pg "$bin/pg_ctl" -D "$pgdata" -m fast -w stop >/dev/null 2>&1 || true
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  url) echo "$url" ;;
+  *) echo "usage: $0 start|stop|url" >&2; exit 2 ;;
+esac
