@@ -1,0 +1,296 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/stretchr/testify/require"
+
+	apispec "github.com/paymentsd/paymentsd/api"
+	"github.com/paymentsd/paymentsd/internal/problem"
+	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/internal/testutil"
+)
+
+// contract checks real exchanges with a running service against
+// api/openapi.yaml.
+type contract struct {
+	svc    *testutil.Service
+	doc    *openapi3.T
+	router routers.Router
+	// problems are the documented problem types (x-problem-types) by URI.
+	problems map[string]problemType
+}
+
+type problemType struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+}
+
+// exchange is one request and the answer the test expects.
+type exchange struct {
+	method, path, body string
+	header             []string // name, value pairs
+	status             int
+	contentType        string
+	// invalid: the request breaks the document's own rules, so the
+	// document must reject it too. noRoute: no documented operation matches.
+	invalid, noRoute bool
+}
+
+// post is POST /payments with an API key, an Idempotency-Key and a JSON body.
+func post(apiKey, key, body string) exchange {
+	return exchange{method: http.MethodPost, path: "/payments", body: body, header: []string{
+		"Authorization", "Bearer " + apiKey, "Idempotency-Key", key, "Content-Type", "application/json",
+	}}
+}
+
+// get is GET path, with an API key when one is given.
+func get(path, apiKey string) exchange {
+	x := exchange{method: http.MethodGet, path: path}
+	if apiKey != "" {
+		x.header = []string{"Authorization", "Bearer " + apiKey}
+	}
+	return x
+}
+
+// want sets the expected status and the content type that goes with it.
+func (x exchange) want(status int) exchange {
+	x.status, x.contentType = status, "application/json"
+	if status >= 400 {
+		x.contentType = problem.ContentType
+	}
+	return x
+}
+
+func (x exchange) bad() exchange      { x.invalid = true; return x }
+func (x exchange) unrouted() exchange { x.noRoute = true; return x }
+
+// with replaces header name; an empty value removes it.
+func (x exchange) with(name, value string) exchange {
+	var h []string
+	for i := 0; i+1 < len(x.header); i += 2 {
+		if x.header[i] != name {
+			h = append(h, x.header[i], x.header[i+1])
+		}
+	}
+	if value != "" {
+		h = append(h, name, value)
+	}
+	x.header = h
+	return x
+}
+
+func newContract(t *testing.T) *contract {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(apispec.OpenAPI)
+	require.NoError(t, err)
+	require.NoError(t, doc.Validate(loader.Context))
+	router, err := gorillamux.NewRouter(doc) // the document has no servers: any host matches
+	require.NoError(t, err)
+
+	raw, err := json.Marshal(doc.Extensions["x-problem-types"])
+	require.NoError(t, err)
+	var types []problemType
+	require.NoError(t, json.Unmarshal(raw, &types))
+	c := &contract{svc: testutil.StartService(t, testutil.ServiceOptions{}), doc: doc, router: router, problems: map[string]problemType{}}
+	var uris []any
+	for _, pt := range types {
+		c.problems[pt.Type] = pt
+		uris = append(uris, pt.Type)
+	}
+	require.ElementsMatch(t, uris, doc.Components.Schemas["ProblemType"].Value.Enum, "x-problem-types and the ProblemType enum disagree")
+	return c
+}
+
+func (c *contract) request(x exchange) (*http.Request, error) {
+	req, err := http.NewRequest(x.method, c.svc.URL+x.path, strings.NewReader(x.body))
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i+1 < len(x.header); i += 2 {
+		req.Header.Add(x.header[i], x.header[i+1])
+	}
+	return req, nil
+}
+
+// send sends x. It does not use t, so it may run on any goroutine.
+func (c *contract) send(x exchange) (*testutil.Response, error) {
+	req, err := c.request(x)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.svc.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return &testutil.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, err
+}
+
+// run sends x and checks the exchange against the document.
+func (c *contract) run(t *testing.T, x exchange) *testutil.Response {
+	t.Helper()
+	resp, err := c.send(x)
+	require.NoError(t, err)
+	c.check(t, x, resp)
+	return resp
+}
+
+// bearer accepts any request that presents a bearer token: whether it is
+// valid is the server's business.
+func bearer(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	h := in.RequestValidationInput.Request.Header.Get("Authorization")
+	if token, ok := strings.CutPrefix(h, "Bearer "); in.SecuritySchemeName != "bearerAuth" || !ok || token == "" {
+		return in.NewError(errors.New("no bearer token"))
+	}
+	return nil
+}
+
+// check validates the request of x and resp against the document.
+func (c *contract) check(t *testing.T, x exchange, resp *testutil.Response) {
+	t.Helper()
+	ctx := context.Background()
+	what := x.method + " " + x.path
+	require.Equal(t, x.status, resp.Status, "%s: %s", what, resp.Body)
+	require.Equal(t, x.contentType, resp.Header.Get("Content-Type"), what)
+
+	req, err := c.request(x)
+	require.NoError(t, err)
+	route, params, err := c.router.FindRoute(req)
+	if x.noRoute {
+		require.Error(t, err, "%s: the document has an operation for it", what)
+		var v any
+		require.NoError(t, json.Unmarshal(resp.Body, &v))
+		require.NoError(t, c.doc.Components.Schemas["Problem"].Value.VisitJSON(v, openapi3.EnableJSONSchema2020()), what)
+	} else {
+		require.NoError(t, err, what)
+		in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: bearer, MultiError: true}}
+		if err := openapi3filter.ValidateRequest(ctx, in); x.invalid {
+			require.Error(t, err, "%s: the server refused a request the document allows", what)
+		} else {
+			require.NoError(t, err, "%s: the server accepted a request the document forbids", what)
+		}
+		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.Status, Header: resp.Header,
+			Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}}
+		out.SetBodyBytes(resp.Body)
+		require.NoError(t, openapi3filter.ValidateResponse(ctx, out), "%s: %d %s", what, resp.Status, resp.Body)
+	}
+
+	if x.contentType == problem.ContentType {
+		var got problemType
+		require.NoError(t, json.Unmarshal(resp.Body, &got))
+		documented, ok := c.problems[got.Type]
+		require.True(t, ok, "%s: undocumented problem type %q", what, got.Type)
+		require.Equal(t, documented, got, "%s: problem differs from x-problem-types", what)
+		require.Equal(t, resp.Status, got.Status, what)
+	}
+}
+
+func TestContract(t *testing.T) {
+	t.Parallel()
+	c := newContract(t)
+	svc := c.svc
+	_, apiKey := svc.NewUser(t)
+	_, otherKey := svc.NewUser(t)
+	const declined = `{"amount": 500, "currency": "eur", "payment_method": "pm_card_chargeDeclined"}`
+
+	t.Run("operations", func(t *testing.T) {
+		c.run(t, get("/healthz", "").want(http.StatusOK))
+		c.run(t, get("/readyz", "").want(http.StatusOK))
+		x := get("/openapi.yaml", "").want(http.StatusOK)
+		x.contentType = "application/yaml"
+		require.Equal(t, apispec.OpenAPI, c.run(t, x).Body)
+	})
+
+	t.Run("create and get", func(t *testing.T) {
+		first := c.run(t, post(apiKey, "contract-1", visa).want(http.StatusCreated))
+		require.Empty(t, first.Header.Get("Idempotent-Replayed"))
+		replay := c.run(t, post(apiKey, "contract-1", visa).want(http.StatusCreated))
+		require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+		require.Equal(t, first.Body, replay.Body)
+
+		// Both key forms, and a bare key using the punctuation it may use.
+		c.run(t, post(apiKey, `"contract 2; (sf-string) \"quoted\" \\"`, visa).want(http.StatusCreated))
+		c.run(t, post(apiKey, "contract:3/a+b=c&d!#$%'*.^_|~<>?@[]{}`", visa).want(http.StatusCreated))
+		noDescription := `{"amount": 100, "currency": "usd", "payment_method": "pm_card_visa", "description": null}`
+		c.run(t, post(apiKey, "contract-4", noDescription).want(http.StatusCreated))
+
+		location := first.Header.Get("Location")
+		c.run(t, get(location, apiKey).want(http.StatusOK))
+		c.run(t, get(location, otherKey).want(http.StatusNotFound))
+		c.run(t, get("/payments/abc", apiKey).want(http.StatusBadRequest).bad())
+		c.run(t, get("/payments/0", apiKey).want(http.StatusBadRequest).bad())
+		c.run(t, get("/no/such/path", "").want(http.StatusNotFound).unrouted())
+		c.run(t, exchange{method: http.MethodDelete, path: "/payments", header: []string{"Authorization", "Bearer " + apiKey}}.
+			want(http.StatusMethodNotAllowed).unrouted())
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		c.run(t, post(apiKey, "r-1", `{"amount": 0, "currency": "USD", "payment_method": "pm_card_visa", "tip": 1}`).
+			want(http.StatusBadRequest).bad())
+		c.run(t, post(apiKey, "r-2", `not json`).want(http.StatusBadRequest).bad())
+		c.run(t, post(apiKey, "", visa).with("Idempotency-Key", "").want(http.StatusBadRequest).bad())
+		for _, key := range []string{"a,b", "a b", `"unterminated`, `"k";p=1`, strings.Repeat("k", 256)} {
+			c.run(t, post(apiKey, key, visa).want(http.StatusBadRequest).bad())
+		}
+		c.run(t, post("", "r-3", visa).with("Authorization", "").want(http.StatusUnauthorized).bad())
+		c.run(t, post("pd_not_a_key", "r-3", visa).want(http.StatusUnauthorized))
+		c.run(t, get("/payments/1", "pd_not_a_key").want(http.StatusUnauthorized))
+		c.run(t, post(apiKey, "r-4", visa).with("Content-Type", "text/plain").want(http.StatusUnsupportedMediaType).bad())
+		huge := `{"amount":1,"currency":"usd","payment_method":"pm_card_visa","description":"` + strings.Repeat("x", 1<<20) + `"}`
+		c.run(t, post(apiKey, "r-5", huge).want(http.StatusRequestEntityTooLarge).bad())
+		c.run(t, post(apiKey, "contract-1", strings.Replace(visa, "2000", "2001", 1)).want(http.StatusUnprocessableEntity))
+	})
+
+	t.Run("processor outcomes", func(t *testing.T) {
+		rejected := `{"amount": 500, "currency": "usd", "payment_method": "pm_unknown_thing"}`
+		first := c.run(t, post(apiKey, "p-1", rejected).want(http.StatusBadRequest))
+		again := c.run(t, post(apiKey, "p-1", rejected).want(http.StatusBadRequest))
+		require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+		require.Equal(t, first.Body, again.Body)
+
+		c.run(t, post(apiKey, "p-2", declined).want(http.StatusPaymentRequired))
+		replay := c.run(t, post(apiKey, "p-2", declined).want(http.StatusPaymentRequired))
+		require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500})
+		c.run(t, post(apiKey, "p-3", visa).want(http.StatusServiceUnavailable))
+		c.run(t, post(apiKey, "p-3", visa).want(http.StatusCreated)) // resumes
+	})
+
+	t.Run("key in use", func(t *testing.T) {
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
+		defer svc.Stripe.ReleaseHangs() // also when the test fails before it releases them
+		x := post(apiKey, "hang", visa)
+		type result struct {
+			resp *testutil.Response
+			err  error
+		}
+		hung := make(chan result, 1)
+		go func() {
+			resp, err := c.send(x)
+			hung <- result{resp, err}
+		}()
+		require.Eventually(t, func() bool { return svc.Stripe.Stats().Hangs == 1 }, 5*time.Second, 10*time.Millisecond)
+		c.run(t, x.want(http.StatusConflict))
+		svc.Stripe.ReleaseHangs()
+		r := <-hung
+		require.NoError(t, r.err)
+		c.check(t, x.want(http.StatusCreated), r.resp)
+	})
+}
