@@ -25,6 +25,12 @@ CREATE TABLE idempotency_keys (
     -- fenced by "WHERE lock_token = <its token>".
     lock_token          uuid,
     locked_at           timestamptz,
+    -- The service instance whose run holds the lease (NULL for runs outside
+    -- a serving process). A lease whose instance stopped heartbeating is
+    -- stale at once, without waiting out the lease length.
+    locked_by           uuid,
+    -- How many runs took the lease: the completer backs off by it.
+    runs                integer     NOT NULL DEFAULT 1,
 
     -- The stored answer, written once, in the finishing transaction.
     response_code       integer,
@@ -40,8 +46,8 @@ CREATE TABLE idempotency_keys (
     CONSTRAINT idempotency_keys_finished_unleased_check CHECK (recovery_point <> 'finished' OR lock_token IS NULL)
 );
 
--- The completer's work list: unfinished keys, oldest lease first.
-CREATE INDEX idempotency_keys_unfinished_idx ON idempotency_keys (locked_at NULLS FIRST, id)
+-- The completer's work list: unfinished keys, least recently run first.
+CREATE INDEX idempotency_keys_unfinished_idx ON idempotency_keys (last_run_at)
     WHERE recovery_point <> 'finished';
 
 -- The reaper's work list: finished keys by age.

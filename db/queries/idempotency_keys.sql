@@ -14,26 +14,81 @@ WHERE id = @id;
 -- name: IdempotencyKeyInsert :one
 INSERT INTO idempotency_keys (
     user_id, idempotency_key, request_method, request_path,
-    request_params, request_fingerprint, lock_token, locked_at
+    request_params, request_fingerprint, lock_token, locked_by, locked_at
 ) VALUES (
     @user_id, @idempotency_key, @request_method, @request_path,
-    @request_params, @request_fingerprint, @lock_token, now()
+    @request_params, @request_fingerprint, @lock_token, sqlc.narg(locked_by), now()
 )
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING *;
 
--- IdempotencyKeyLease takes the lease of an unfinished key whose lease is free
--- or older than the lease length. One statement, so two takers cannot both win:
--- the second re-evaluates the WHERE clause against the first one's row.
+-- IdempotencyKeyLease takes the lease of an unfinished key whose lease is
+-- free, older than the lease length, or held by an instance that stopped
+-- heartbeating. One statement, so two takers cannot both win: the second
+-- re-evaluates the WHERE clause against the first one's row.
 -- name: IdempotencyKeyLease :one
-UPDATE idempotency_keys
+UPDATE idempotency_keys AS k
 SET lock_token  = @lock_token,
+    locked_by   = @locked_by,
     locked_at   = now(),
-    last_run_at = now()
-WHERE id = @id
-  AND recovery_point <> 'finished'
-  AND (lock_token IS NULL OR locked_at < now() - make_interval(secs => @lease_seconds::float8))
+    last_run_at = now(),
+    runs        = k.runs + 1
+WHERE k.id = @id
+  AND k.recovery_point <> 'finished'
+  AND (
+    k.lock_token IS NULL
+    OR k.locked_at < now() - make_interval(secs => sqlc.arg(lease_seconds)::float8)
+    OR (k.locked_by IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM instances AS i
+        WHERE i.id = k.locked_by
+          AND i.heartbeat_at > now() - make_interval(secs => sqlc.arg(dead_after_seconds)::float8)))
+  )
 RETURNING *;
+
+-- IdempotencyKeyListResumable lists unfinished keys that no live run holds
+-- and whose backoff has passed, least recently run first: the completer's
+-- batch. The lease is taken per key afterwards, atomically, so listing the
+-- same key twice from two processes is harmless.
+-- name: IdempotencyKeyListResumable :many
+SELECT k.id
+FROM idempotency_keys AS k
+WHERE k.recovery_point <> 'finished'
+  AND k.last_run_at < now() - interval '1 second' * (
+        sqlc.arg(min_idle_seconds)::float8
+        + least(sqlc.arg(backoff_seconds)::float8 * power(2, least(k.runs - 1, 16)), sqlc.arg(max_backoff_seconds)::float8))
+  AND (
+    k.lock_token IS NULL
+    OR k.locked_at < now() - make_interval(secs => sqlc.arg(lease_seconds)::float8)
+    OR (k.locked_by IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM instances AS i
+        WHERE i.id = k.locked_by
+          AND i.heartbeat_at > now() - make_interval(secs => sqlc.arg(dead_after_seconds)::float8)))
+  )
+ORDER BY k.last_run_at
+LIMIT @max_keys;
+
+-- IdempotencyKeyDeleteFinished deletes up to max_keys finished keys older
+-- than the retention, skipping rows another transaction holds, so the reaper
+-- never waits on or blocks the request path. Unfinished keys are never
+-- candidates; payments keep their rows (ON DELETE SET NULL).
+-- name: IdempotencyKeyDeleteFinished :execrows
+DELETE FROM idempotency_keys
+WHERE id IN (
+    SELECT id
+    FROM idempotency_keys
+    WHERE recovery_point = 'finished'
+      AND finished_at < now() - make_interval(secs => sqlc.arg(retention_seconds)::float8)
+    ORDER BY finished_at
+    LIMIT @max_keys
+    FOR UPDATE SKIP LOCKED
+);
+
+-- name: IdempotencyKeyUnfinishedStats :one
+SELECT count(*)                                                   AS unfinished,
+       coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds,
+       count(*) FILTER (WHERE created_at < now() - make_interval(secs => sqlc.arg(reconcile_after_seconds)::float8)) AS awaiting_reconciliation
+FROM idempotency_keys
+WHERE recovery_point <> 'finished';
 
 -- IdempotencyKeyAdvance moves a leased key to its next recovery point and
 -- renews the lease. Zero rows means the lease was lost.
@@ -51,6 +106,7 @@ WHERE id = @id
 UPDATE idempotency_keys
 SET recovery_point   = 'finished',
     lock_token       = NULL,
+    locked_by        = NULL,
     locked_at        = NULL,
     last_run_at      = now(),
     finished_at      = now(),
@@ -65,6 +121,7 @@ WHERE id = @id
 -- name: IdempotencyKeyRelease :execrows
 UPDATE idempotency_keys
 SET lock_token = NULL,
+    locked_by  = NULL,
     locked_at  = NULL
 WHERE id = @id
   AND lock_token = @lock_token;

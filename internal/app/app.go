@@ -1,83 +1,97 @@
 // Package app assembles paymentsd: the pool, the phase engine with its flows,
-// the HTTP API, and the HTTP server around them. The CLI and the end-to-end
-// tests build the service through it, so both run the same wiring.
+// the River workers, the HTTP API, and the HTTP server around them. The CLI
+// and the end-to-end tests build the service through it, so both run the
+// same wiring.
 package app
 
 import (
-	"context"
-	"errors"
-	"net"
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/api"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/workers"
 )
 
 // Options are what the service needs besides its pool.
 type Options struct {
-	Logger        zerolog.Logger
-	LeaseTimeout  time.Duration
-	Stripe        payments.StripeConfig
-	Hooks         phases.Hooks
+	Logger       zerolog.Logger
+	LeaseTimeout time.Duration
+	Stripe       payments.StripeConfig
+	Hooks        phases.Hooks
+	// ShutdownGrace bounds a graceful shutdown.
 	ShutdownGrace time.Duration
 	// RequestTimeout bounds one request's work once its key is reserved.
 	// It defaults to the lease length, so a run normally gives its key up
 	// before another may take it over; fencing covers the runs that do not.
 	RequestTimeout time.Duration
+	// HeartbeatInterval is how often this instance proves it is alive; its
+	// leases are stale after three missed beats.
+	HeartbeatInterval time.Duration
+	Workers           workers.Config
 }
 
 // App is an assembled service.
 type App struct {
-	Pool    *pgxpool.Pool
-	Engine  *phases.Engine
-	Handler http.Handler
-	opts    Options
+	Pool       *pgxpool.Pool
+	Engine     *phases.Engine
+	River      *river.Client[pgx.Tx]
+	Handler    http.Handler
+	InstanceID uuid.UUID
+	opts       Options
 }
 
 // New wires the service over pool.
-func New(pool *pgxpool.Pool, opts Options) *App {
+func New(pool *pgxpool.Pool, opts Options) (*App, error) {
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = 30 * time.Second
 	}
-	engine := phases.New(pool, phases.Config{LeaseTimeout: opts.LeaseTimeout, Hooks: opts.Hooks})
-	engine.Register(payments.Method, payments.Path, payments.NewFlow(pool, payments.NewCharger(opts.Stripe)))
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = 5 * time.Second
+	}
+	if opts.Workers.RiverLog == nil {
+		opts.Workers.RiverLog = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	opts.Workers.Log = opts.Logger
+
+	instanceID := uuid.New()
+	engine := phases.New(pool, phases.Config{
+		LeaseTimeout: opts.LeaseTimeout,
+		InstanceID:   instanceID,
+		DeadAfter:    3 * opts.HeartbeatInterval,
+		Hooks:        opts.Hooks,
+	})
+	riverClient, err := workers.NewClient(pool, engine, opts.Workers)
+	if err != nil {
+		return nil, err
+	}
+	charger := payments.NewCharger(opts.Stripe)
+	engine.Register(payments.Method, payments.Path,
+		payments.NewFlow(pool, charger, workers.ReceiptEnqueuer(riverClient)))
+
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = engine.LeaseTimeout()
 	}
+	if opts.Stripe.Timeout >= opts.RequestTimeout {
+		return nil, fmt.Errorf("the Stripe timeout (%s) must be shorter than the request timeout (%s)", opts.Stripe.Timeout, opts.RequestTimeout)
+	}
 	server := api.NewServer(pool, engine, opts.Logger, api.Config{RequestTimeout: opts.RequestTimeout})
-	return &App{Pool: pool, Engine: engine, Handler: server.Handler(), opts: opts}
-}
-
-// Serve answers HTTP on ln until ctx is done, then stops taking requests and
-// waits up to the shutdown grace for those in flight.
-func (a *App) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           a.Handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      a.opts.RequestTimeout + 15*time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          nil,
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	a.opts.Logger.Info().Dur("grace", a.opts.ShutdownGrace).Msg("shutting down: no new requests, waiting for those in flight")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), a.opts.ShutdownGrace)
-	defer cancel()
-	err := srv.Shutdown(shutdownCtx)
-	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) {
-		return serveErr
-	}
-	return err
+	return &App{
+		Pool:       pool,
+		Engine:     engine,
+		River:      riverClient,
+		Handler:    server.Handler(),
+		InstanceID: instanceID,
+		opts:       opts,
+	}, nil
 }

@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"os"
 
 	"github.com/rs/zerolog"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/config"
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/workers"
 )
 
 func serveCmd(ctx context.Context, args []string, log zerolog.Logger) error {
@@ -43,7 +46,7 @@ func serveCmd(ctx context.Context, args []string, log zerolog.Logger) error {
 		return errors.New("the database has pending migrations: run `paymentsd migrate` or `paymentsd serve --migrate`")
 	}
 
-	a := app.New(pool, app.Options{
+	a, err := app.New(pool, app.Options{
 		Logger:       log,
 		LeaseTimeout: cfg.LockTimeout,
 		Stripe: payments.StripeConfig{
@@ -51,12 +54,22 @@ func serveCmd(ctx context.Context, args []string, log zerolog.Logger) error {
 			APIBase:   cfg.StripeAPIBase,
 			Timeout:   cfg.StripeTimeout,
 		},
+		ShutdownGrace:     cfg.ShutdownGrace,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		Workers: workers.Config{
+			Completer: workers.CompleterConfig{Interval: cfg.CompleterInterval},
+			Reaper:    workers.ReaperConfig{Interval: cfg.ReaperInterval, Retention: cfg.KeyRetention},
+			RiverLog:  slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		},
 	})
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("error listening on %s: %w", cfg.Addr, err)
 	}
-	log.Info().Str("addr", ln.Addr().String()).Bool("stripe_emulator", cfg.StripeAPIBase != "").
-		Dur("lock_timeout", cfg.LockTimeout).Msg("serving")
-	return a.Serve(ctx, ln)
+	log.Info().Str("addr", ln.Addr().String()).Str("instance_id", a.InstanceID.String()).
+		Bool("stripe_emulator", cfg.StripeAPIBase != "").Dur("lock_timeout", cfg.LockTimeout).Msg("serving")
+	return a.Run(ctx, ln)
 }

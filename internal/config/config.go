@@ -20,6 +20,11 @@ type Config struct {
 	KeyRetention    time.Duration
 	RateLimit       int
 	LogLevel        string
+
+	CompleterInterval time.Duration
+	ReaperInterval    time.Duration
+	HeartbeatInterval time.Duration
+	ShutdownGrace     time.Duration
 }
 
 // EmulatorSecretKey is the key used with STRIPE_API_BASE and no
@@ -40,6 +45,10 @@ func Load() (*Config, error) {
 	cfg.KeyRetention = duration("PAYMENTSD_KEY_RETENTION", 24*time.Hour, &errs)
 	cfg.StripeTimeout = duration("PAYMENTSD_STRIPE_TIMEOUT", 30*time.Second, &errs)
 	cfg.RateLimit = integer("PAYMENTSD_RATE_LIMIT", 100, &errs)
+	cfg.CompleterInterval = duration("PAYMENTSD_COMPLETER_INTERVAL", 10*time.Second, &errs)
+	cfg.ReaperInterval = duration("PAYMENTSD_REAPER_INTERVAL", time.Minute, &errs)
+	cfg.HeartbeatInterval = duration("PAYMENTSD_HEARTBEAT_INTERVAL", 5*time.Second, &errs)
+	cfg.ShutdownGrace = duration("PAYMENTSD_SHUTDOWN_GRACE", 30*time.Second, &errs)
 
 	if cfg.DatabaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL is required"))

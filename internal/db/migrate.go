@@ -16,7 +16,8 @@ import (
 // returned *sql.DB when done; it does not close the pool.
 func Migrator(pool *pgxpool.Pool) (*goose.Provider, *sql.DB, error) {
 	sqlDB := stdlib.OpenDBFromPool(pool)
-	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS)
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS,
+		goose.WithGoMigrations(migrations.Go...))
 	if err != nil {
 		_ = sqlDB.Close()
 		return nil, nil, fmt.Errorf("error loading migrations: %w", err)

@@ -21,6 +21,13 @@ type Config struct {
 	// LeaseTimeout is how long a lease lasts without renewal; after it, a
 	// stale in-progress key may be taken over. Every commit renews it.
 	LeaseTimeout time.Duration
+	// InstanceID names the serving process whose runs hold leases; a lease
+	// whose instance stopped heartbeating for DeadAfter is stale at once.
+	// The zero UUID (tests, one-off tools) leaves leases to time out.
+	InstanceID uuid.UUID
+	// DeadAfter is how long an instance may miss heartbeats before its
+	// leases may be taken over.
+	DeadAfter time.Duration
 	// Hooks injects faults for tests; production leaves it zero.
 	Hooks Hooks
 }
@@ -71,6 +78,9 @@ func New(pool *pgxpool.Pool, cfg Config) *Engine {
 	if cfg.LeaseTimeout <= 0 {
 		cfg.LeaseTimeout = 90 * time.Second
 	}
+	if cfg.DeadAfter <= 0 {
+		cfg.DeadAfter = 15 * time.Second
+	}
 	return &Engine{pool: pool, queries: dbsqlc.New(), flows: map[string]Flow{}, cfg: cfg}
 }
 
@@ -81,6 +91,15 @@ func (e *Engine) Register(method, path string, flow Flow) {
 
 // LeaseTimeout is the configured lease length.
 func (e *Engine) LeaseTimeout() time.Duration { return e.cfg.LeaseTimeout }
+
+// DeadAfter is how long an instance may miss heartbeats before its leases
+// are stale.
+func (e *Engine) DeadAfter() time.Duration { return e.cfg.DeadAfter }
+
+// lockedBy is the instance to record as a lease's holder.
+func (e *Engine) lockedBy() uuid.NullUUID {
+	return uuid.NullUUID{UUID: e.cfg.InstanceID, Valid: e.cfg.InstanceID != uuid.Nil}
+}
 
 // errRaced means the key changed between our read and our write (a
 // concurrent insert won, or the lease went elsewhere); the caller reads again.
@@ -152,9 +171,8 @@ func (e *Engine) resume(ctx context.Context, flow Flow, key *dbsqlc.IdempotencyK
 	if RecoveryPoint(key.RecoveryPoint) == Finished {
 		return replay(key)
 	}
-	if key.LockedAt != nil && time.Since(*key.LockedAt) < e.cfg.LeaseTimeout {
-		return nil, &InProgressError{RetryAfter: time.Second}
-	}
+	// Whether the current lease is stale (timed out, or its instance dead)
+	// is the lease update's to decide, on the database's clock.
 	res, err := e.drive(ctx, flow, e.leaseKey(key.ID), false)
 	if !errors.Is(err, errRaced) {
 		return res, err
@@ -188,6 +206,7 @@ func (e *Engine) insertKey(req *Request) opener {
 			RequestParams:      req.Params,
 			RequestFingerprint: req.Fingerprint,
 			LockToken:          uuid.NullUUID{UUID: token, Valid: true},
+			LockedBy:           e.lockedBy(),
 		})
 		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
 			return nil, errRaced
@@ -199,9 +218,11 @@ func (e *Engine) insertKey(req *Request) opener {
 func (e *Engine) leaseKey(id int64) opener {
 	return func(ctx context.Context, tx pgx.Tx, token uuid.UUID) (*dbsqlc.IdempotencyKey, error) {
 		key, err := e.queries.IdempotencyKeyLease(ctx, tx, &dbsqlc.IdempotencyKeyLeaseParams{
-			ID:           id,
-			LockToken:    uuid.NullUUID{UUID: token, Valid: true},
-			LeaseSeconds: e.cfg.LeaseTimeout.Seconds(),
+			ID:               id,
+			LockToken:        uuid.NullUUID{UUID: token, Valid: true},
+			LockedBy:         e.lockedBy(),
+			LeaseSeconds:     e.cfg.LeaseTimeout.Seconds(),
+			DeadAfterSeconds: e.cfg.DeadAfter.Seconds(),
 		})
 		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
 			return nil, errRaced

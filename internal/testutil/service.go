@@ -22,6 +22,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/internal/workers"
 )
 
 // ServiceOptions tune a test service; the zero value is a working service.
@@ -35,6 +36,8 @@ type ServiceOptions struct {
 	// RequestTimeout overrides the default (the lease length), for tests
 	// of runs that outlive their lease.
 	RequestTimeout time.Duration
+	// Workers tunes the background workers (the app's defaults otherwise).
+	Workers workers.Config
 }
 
 // Service is paymentsd served over real HTTP on loopback, with its own
@@ -59,24 +62,33 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 	t.Cleanup(stripeSrv.Close)
 	t.Cleanup(emulator.ReleaseHangs) // before the server closes: cleanups run last-in first-out
 
+	// Tests shorten leases to watch takeovers happen; requests keep a
+	// generous bound so a loaded machine does not time them out.
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = 10 * time.Second
+	}
 	if opts.StripeTimeout == 0 {
 		opts.StripeTimeout = 5 * time.Second
 	}
-	a := app.New(pool, app.Options{
+	a, err := app.New(pool, app.Options{
 		Logger:         Logger(t),
 		LeaseTimeout:   opts.LeaseTimeout,
 		Stripe:         payments.StripeConfig{SecretKey: "sk_test_paymentsd", APIBase: stripeSrv.URL, Timeout: opts.StripeTimeout},
 		Hooks:          opts.Hooks,
 		ShutdownGrace:  5 * time.Second,
 		RequestTimeout: opts.RequestTimeout,
+		Workers:        opts.Workers,
 	})
+	if err != nil {
+		t.Fatalf("error assembling service: %v", err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("error listening: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, ln) }()
+	go func() { done <- a.Run(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -36,10 +36,41 @@ func (q *Queries) IdempotencyKeyAdvance(ctx context.Context, db DBTX, arg *Idemp
 	return result.RowsAffected(), nil
 }
 
+const idempotencyKeyDeleteFinished = `-- name: IdempotencyKeyDeleteFinished :execrows
+DELETE FROM idempotency_keys
+WHERE id IN (
+    SELECT id
+    FROM idempotency_keys
+    WHERE recovery_point = 'finished'
+      AND finished_at < now() - make_interval(secs => $1::float8)
+    ORDER BY finished_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+`
+
+type IdempotencyKeyDeleteFinishedParams struct {
+	RetentionSeconds float64
+	MaxKeys          int32
+}
+
+// IdempotencyKeyDeleteFinished deletes up to max_keys finished keys older
+// than the retention, skipping rows another transaction holds, so the reaper
+// never waits on or blocks the request path. Unfinished keys are never
+// candidates; payments keep their rows (ON DELETE SET NULL).
+func (q *Queries) IdempotencyKeyDeleteFinished(ctx context.Context, db DBTX, arg *IdempotencyKeyDeleteFinishedParams) (int64, error) {
+	result, err := db.Exec(ctx, idempotencyKeyDeleteFinished, arg.RetentionSeconds, arg.MaxKeys)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const idempotencyKeyFinish = `-- name: IdempotencyKeyFinish :execrows
 UPDATE idempotency_keys
 SET recovery_point   = 'finished',
     lock_token       = NULL,
+    locked_by        = NULL,
     locked_at        = NULL,
     last_run_at      = now(),
     finished_at      = now(),
@@ -75,7 +106,7 @@ func (q *Queries) IdempotencyKeyFinish(ctx context.Context, db DBTX, arg *Idempo
 }
 
 const idempotencyKeyGetByID = `-- name: IdempotencyKeyGetByID :one
-SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, response_code, response_headers, response_body, finished_at
+SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at
 FROM idempotency_keys
 WHERE id = $1
 `
@@ -96,6 +127,8 @@ func (q *Queries) IdempotencyKeyGetByID(ctx context.Context, db DBTX, id int64) 
 		&i.RecoveryPoint,
 		&i.LockToken,
 		&i.LockedAt,
+		&i.LockedBy,
+		&i.Runs,
 		&i.ResponseCode,
 		&i.ResponseHeaders,
 		&i.ResponseBody,
@@ -105,7 +138,7 @@ func (q *Queries) IdempotencyKeyGetByID(ctx context.Context, db DBTX, id int64) 
 }
 
 const idempotencyKeyGetByUserKey = `-- name: IdempotencyKeyGetByUserKey :one
-SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, response_code, response_headers, response_body, finished_at
+SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at
 FROM idempotency_keys
 WHERE user_id = $1
   AND idempotency_key = $2
@@ -132,6 +165,8 @@ func (q *Queries) IdempotencyKeyGetByUserKey(ctx context.Context, db DBTX, arg *
 		&i.RecoveryPoint,
 		&i.LockToken,
 		&i.LockedAt,
+		&i.LockedBy,
+		&i.Runs,
 		&i.ResponseCode,
 		&i.ResponseHeaders,
 		&i.ResponseBody,
@@ -143,13 +178,13 @@ func (q *Queries) IdempotencyKeyGetByUserKey(ctx context.Context, db DBTX, arg *
 const idempotencyKeyInsert = `-- name: IdempotencyKeyInsert :one
 INSERT INTO idempotency_keys (
     user_id, idempotency_key, request_method, request_path,
-    request_params, request_fingerprint, lock_token, locked_at
+    request_params, request_fingerprint, lock_token, locked_by, locked_at
 ) VALUES (
     $1, $2, $3, $4,
-    $5, $6, $7, now()
+    $5, $6, $7, $8, now()
 )
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
-RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, response_code, response_headers, response_body, finished_at
+RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at
 `
 
 type IdempotencyKeyInsertParams struct {
@@ -160,6 +195,7 @@ type IdempotencyKeyInsertParams struct {
 	RequestParams      []byte
 	RequestFingerprint []byte
 	LockToken          uuid.NullUUID
+	LockedBy           uuid.NullUUID
 }
 
 // IdempotencyKeyInsert creates a key with a fresh lease, or returns no row when
@@ -173,6 +209,7 @@ func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *Idempo
 		arg.RequestParams,
 		arg.RequestFingerprint,
 		arg.LockToken,
+		arg.LockedBy,
 	)
 	var i IdempotencyKey
 	err := row.Scan(
@@ -188,6 +225,8 @@ func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *Idempo
 		&i.RecoveryPoint,
 		&i.LockToken,
 		&i.LockedAt,
+		&i.LockedBy,
+		&i.Runs,
 		&i.ResponseCode,
 		&i.ResponseHeaders,
 		&i.ResponseBody,
@@ -197,27 +236,45 @@ func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *Idempo
 }
 
 const idempotencyKeyLease = `-- name: IdempotencyKeyLease :one
-UPDATE idempotency_keys
+UPDATE idempotency_keys AS k
 SET lock_token  = $1,
+    locked_by   = $2,
     locked_at   = now(),
-    last_run_at = now()
-WHERE id = $2
-  AND recovery_point <> 'finished'
-  AND (lock_token IS NULL OR locked_at < now() - make_interval(secs => $3::float8))
-RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, response_code, response_headers, response_body, finished_at
+    last_run_at = now(),
+    runs        = k.runs + 1
+WHERE k.id = $3
+  AND k.recovery_point <> 'finished'
+  AND (
+    k.lock_token IS NULL
+    OR k.locked_at < now() - make_interval(secs => $4::float8)
+    OR (k.locked_by IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM instances AS i
+        WHERE i.id = k.locked_by
+          AND i.heartbeat_at > now() - make_interval(secs => $5::float8)))
+  )
+RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at
 `
 
 type IdempotencyKeyLeaseParams struct {
-	LockToken    uuid.NullUUID
-	ID           int64
-	LeaseSeconds float64
+	LockToken        uuid.NullUUID
+	LockedBy         uuid.NullUUID
+	ID               int64
+	LeaseSeconds     float64
+	DeadAfterSeconds float64
 }
 
-// IdempotencyKeyLease takes the lease of an unfinished key whose lease is free
-// or older than the lease length. One statement, so two takers cannot both win:
-// the second re-evaluates the WHERE clause against the first one's row.
+// IdempotencyKeyLease takes the lease of an unfinished key whose lease is
+// free, older than the lease length, or held by an instance that stopped
+// heartbeating. One statement, so two takers cannot both win: the second
+// re-evaluates the WHERE clause against the first one's row.
 func (q *Queries) IdempotencyKeyLease(ctx context.Context, db DBTX, arg *IdempotencyKeyLeaseParams) (*IdempotencyKey, error) {
-	row := db.QueryRow(ctx, idempotencyKeyLease, arg.LockToken, arg.ID, arg.LeaseSeconds)
+	row := db.QueryRow(ctx, idempotencyKeyLease,
+		arg.LockToken,
+		arg.LockedBy,
+		arg.ID,
+		arg.LeaseSeconds,
+		arg.DeadAfterSeconds,
+	)
 	var i IdempotencyKey
 	err := row.Scan(
 		&i.ID,
@@ -232,6 +289,8 @@ func (q *Queries) IdempotencyKeyLease(ctx context.Context, db DBTX, arg *Idempot
 		&i.RecoveryPoint,
 		&i.LockToken,
 		&i.LockedAt,
+		&i.LockedBy,
+		&i.Runs,
 		&i.ResponseCode,
 		&i.ResponseHeaders,
 		&i.ResponseBody,
@@ -240,9 +299,69 @@ func (q *Queries) IdempotencyKeyLease(ctx context.Context, db DBTX, arg *Idempot
 	return &i, err
 }
 
+const idempotencyKeyListResumable = `-- name: IdempotencyKeyListResumable :many
+SELECT k.id
+FROM idempotency_keys AS k
+WHERE k.recovery_point <> 'finished'
+  AND k.last_run_at < now() - interval '1 second' * (
+        $1::float8
+        + least($2::float8 * power(2, least(k.runs - 1, 16)), $3::float8))
+  AND (
+    k.lock_token IS NULL
+    OR k.locked_at < now() - make_interval(secs => $4::float8)
+    OR (k.locked_by IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM instances AS i
+        WHERE i.id = k.locked_by
+          AND i.heartbeat_at > now() - make_interval(secs => $5::float8)))
+  )
+ORDER BY k.last_run_at
+LIMIT $6
+`
+
+type IdempotencyKeyListResumableParams struct {
+	MinIdleSeconds    float64
+	BackoffSeconds    float64
+	MaxBackoffSeconds float64
+	LeaseSeconds      float64
+	DeadAfterSeconds  float64
+	MaxKeys           int32
+}
+
+// IdempotencyKeyListResumable lists unfinished keys that no live run holds
+// and whose backoff has passed, least recently run first: the completer's
+// batch. The lease is taken per key afterwards, atomically, so listing the
+// same key twice from two processes is harmless.
+func (q *Queries) IdempotencyKeyListResumable(ctx context.Context, db DBTX, arg *IdempotencyKeyListResumableParams) ([]int64, error) {
+	rows, err := db.Query(ctx, idempotencyKeyListResumable,
+		arg.MinIdleSeconds,
+		arg.BackoffSeconds,
+		arg.MaxBackoffSeconds,
+		arg.LeaseSeconds,
+		arg.DeadAfterSeconds,
+		arg.MaxKeys,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const idempotencyKeyRelease = `-- name: IdempotencyKeyRelease :execrows
 UPDATE idempotency_keys
 SET lock_token = NULL,
+    locked_by  = NULL,
     locked_at  = NULL
 WHERE id = $1
   AND lock_token = $2
@@ -261,4 +380,25 @@ func (q *Queries) IdempotencyKeyRelease(ctx context.Context, db DBTX, arg *Idemp
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const idempotencyKeyUnfinishedStats = `-- name: IdempotencyKeyUnfinishedStats :one
+SELECT count(*)                                                   AS unfinished,
+       coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds,
+       count(*) FILTER (WHERE created_at < now() - make_interval(secs => $1::float8)) AS awaiting_reconciliation
+FROM idempotency_keys
+WHERE recovery_point <> 'finished'
+`
+
+type IdempotencyKeyUnfinishedStatsRow struct {
+	Unfinished             int64
+	OldestAgeSeconds       float64
+	AwaitingReconciliation int64
+}
+
+func (q *Queries) IdempotencyKeyUnfinishedStats(ctx context.Context, db DBTX, reconcileAfterSeconds float64) (*IdempotencyKeyUnfinishedStatsRow, error) {
+	row := db.QueryRow(ctx, idempotencyKeyUnfinishedStats, reconcileAfterSeconds)
+	var i IdempotencyKeyUnfinishedStatsRow
+	err := row.Scan(&i.Unfinished, &i.OldestAgeSeconds, &i.AwaitingReconciliation)
+	return &i, err
 }

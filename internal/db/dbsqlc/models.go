@@ -33,10 +33,20 @@ type IdempotencyKey struct {
 	RecoveryPoint      string
 	LockToken          uuid.NullUUID
 	LockedAt           *time.Time
+	LockedBy           uuid.NullUUID
+	Runs               int32
 	ResponseCode       *int32
 	ResponseHeaders    []byte
 	ResponseBody       []byte
 	FinishedAt         *time.Time
+}
+
+type Instance struct {
+	ID          uuid.UUID
+	Hostname    string
+	Pid         int32
+	StartedAt   time.Time
+	HeartbeatAt time.Time
 }
 
 type Payment struct {
@@ -53,6 +63,15 @@ type Payment struct {
 	FailureMessage        *string
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
+}
+
+type Receipt struct {
+	ID          int64
+	PaymentID   int64
+	UserID      int64
+	Amount      int64
+	Currency    string
+	DeliveredAt time.Time
 }
 
 type User struct {

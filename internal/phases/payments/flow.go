@@ -34,15 +34,20 @@ const (
 	Path   = "/payments"
 )
 
+// EnqueueReceipt inserts the receipt job of a payment in the transaction
+// that finishes its key: the transactional outbox.
+type EnqueueReceipt func(ctx context.Context, tx pgx.Tx, paymentID int64) error
+
 type flow struct {
 	pool    *pgxpool.Pool
 	charger *Charger
+	receipt EnqueueReceipt
 	queries *dbsqlc.Queries
 }
 
 // NewFlow returns the payment flow for the phase engine.
-func NewFlow(pool *pgxpool.Pool, charger *Charger) phases.Flow {
-	f := &flow{pool: pool, charger: charger, queries: dbsqlc.New()}
+func NewFlow(pool *pgxpool.Pool, charger *Charger, receipt EnqueueReceipt) phases.Flow {
+	f := &flow{pool: pool, charger: charger, receipt: receipt, queries: dbsqlc.New()}
 	return phases.Flow{
 		phases.Started: {Apply: f.createPayment},
 		PaymentCreated: {Call: f.charge, Apply: f.recordCharge},
@@ -124,10 +129,13 @@ func (f *flow) recordCharge(ctx context.Context, tx pgx.Tx, run *phases.Run, cal
 	}
 }
 
-// finish answers with the created payment.
+// finish enqueues the receipt and answers with the created payment.
 func (f *flow) finish(ctx context.Context, tx pgx.Tx, run *phases.Run, _ any) (phases.Transition, error) {
 	payment, err := f.payment(ctx, tx, run)
 	if err != nil {
+		return phases.Transition{}, err
+	}
+	if err := f.receipt(ctx, tx, payment.ID); err != nil {
 		return phases.Transition{}, err
 	}
 	return phases.FinishWith(createdResponse(payment)), nil

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/paymentsd/paymentsd/internal/problem"
@@ -71,7 +72,7 @@ func DecodeParams(body []byte) (*Params, []problem.FieldError) {
 	}
 
 	if s, ok, err := stringMember(members, "currency"); err != nil || !ok {
-		fail("currency", orRequired(ok, "must be a string"))
+		fail("currency", orRequired(ok, stringDetail(err, "must be a string")))
 	} else if !isCurrency(s) {
 		fail("currency", "must be a lowercase ISO 4217 currency code, such as usd")
 	} else {
@@ -79,7 +80,7 @@ func DecodeParams(body []byte) (*Params, []problem.FieldError) {
 	}
 
 	if s, ok, err := stringMember(members, "payment_method"); err != nil || !ok {
-		fail("payment_method", orRequired(ok, "must be a string"))
+		fail("payment_method", orRequired(ok, stringDetail(err, "must be a string")))
 	} else if len(s) == 0 || len(s) > maxPaymentMethod || !paymentMethodPattern.MatchString(s) {
 		fail("payment_method", fmt.Sprintf("must be a payment method id of 1 to %d letters, digits and underscores", maxPaymentMethod))
 	} else {
@@ -88,7 +89,7 @@ func DecodeParams(body []byte) (*Params, []problem.FieldError) {
 
 	if raw, present := members["description"]; present && string(raw) != "null" {
 		if s, _, err := stringMember(members, "description"); err != nil {
-			fail("description", "must be a string or null")
+			fail("description", stringDetail(err, "must be a string or null"))
 		} else if utf8.RuneCountInString(s) > MaxDescriptionLen || strings.IndexFunc(s, isForbiddenControl) >= 0 {
 			fail("description", fmt.Sprintf("must be at most %d characters without control characters", MaxDescriptionLen))
 		} else {
@@ -141,22 +142,77 @@ func objectMembers(body []byte) (map[string]json.RawMessage, error) {
 	return members, nil
 }
 
+// errNotString is stringMember's answer for a member that is not a string.
+var errNotString = errors.New("not a string")
+
 // stringMember reads member name as a JSON string: ok is false when absent.
+// Its other errors are details a client can read.
 func stringMember(members map[string]json.RawMessage, name string) (s string, ok bool, err error) {
 	raw, ok := members[name]
 	if !ok {
 		return "", false, nil
 	}
 	if len(raw) == 0 || raw[0] != '"' {
-		return "", true, errors.New("not a string")
+		return "", true, errNotString
 	}
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", true, err
+		return "", true, errNotString
 	}
 	if strings.ContainsRune(s, 0) {
-		return "", true, errors.New("contains NUL")
+		return "", true, errors.New("must not contain NUL characters")
+	}
+	// encoding/json decodes an unpaired surrogate escape to U+FFFD, but
+	// RFC 8785 refuses it, so Fingerprint would refuse a body this accepted.
+	if hasLoneSurrogate(raw) {
+		return "", true, errors.New(`must not contain an unpaired UTF-16 surrogate escape (\ud800 to \udfff)`)
 	}
 	return s, true, nil
+}
+
+// stringDetail is the detail for an error of stringMember: notString when
+// the member is not a string, else the error's own detail.
+func stringDetail(err error, notString string) string {
+	if err == nil || errors.Is(err, errNotString) {
+		return notString
+	}
+	return err.Error()
+}
+
+// hasLoneSurrogate reports whether raw, a valid JSON string literal, escapes
+// a UTF-16 surrogate code unit that is not part of a high-low pair.
+func hasLoneSurrogate(raw []byte) bool {
+	unit := func(i int) rune { // the \uXXXX escape at raw[i:], or -1
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return -1
+		}
+		n, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		if err != nil {
+			return -1
+		}
+		return rune(n)
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		r := unit(i)
+		if r < 0 { // another escape: skip its second character
+			i++
+			continue
+		}
+		if utf16.IsSurrogate(r) {
+			if r >= 0xdc00 { // a low surrogate first
+				return true
+			}
+			low := unit(i + 6)
+			if low < 0xdc00 || low > 0xdfff {
+				return true
+			}
+			i += 6
+		}
+		i += 5
+	}
+	return false
 }
 
 func orRequired(present bool, detail string) string {

@@ -1,0 +1,76 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/rs/zerolog"
+
+	"github.com/paymentsd/paymentsd/internal/phases"
+)
+
+// Config assembles the workers.
+type Config struct {
+	Completer CompleterConfig
+	Reaper    ReaperConfig
+	// Deliverer sends receipts; the default logs them.
+	Deliverer Deliverer
+	Log       zerolog.Logger
+	// RiverLog receives River's own logs.
+	RiverLog *slog.Logger
+	// Observe receives the workers' outcomes, for metrics.
+	ObserveResume func(outcome string)
+	ObserveReaped func(reaped int64)
+}
+
+// NewClient returns a River client that runs the receipt, completer and
+// reaper workers, with the completer and reaper scheduled as periodic jobs
+// by River's elected leader.
+func NewClient(pool *pgxpool.Pool, engine *phases.Engine, cfg Config) (*river.Client[pgx.Tx], error) {
+	cfg.Completer.setDefaults()
+	cfg.Reaper.setDefaults()
+	if cfg.Deliverer == nil {
+		cfg.Deliverer = LogDeliverer{Log: cfg.Log}
+	}
+	completer := &CompleterWorker{Pool: pool, Engine: engine, Config: cfg.Completer, Log: cfg.Log, Observe: cfg.ObserveResume}
+	reaper := &ReaperWorker{Pool: pool, Config: cfg.Reaper, Log: cfg.Log, Observe: cfg.ObserveReaped}
+
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &ReceiptWorker{Pool: pool, Deliverer: cfg.Deliverer})
+	river.AddWorker(workers, completer)
+	river.AddWorker(workers, reaper)
+
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Logger:  cfg.RiverLog,
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 8}},
+		Workers: workers,
+		PeriodicJobs: []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.Completer.Interval),
+				func() (river.JobArgs, *river.InsertOpts) { return CompleterArgs{}, nil },
+				&river.PeriodicJobOpts{ID: "completer", RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.Reaper.Interval),
+				func() (river.JobArgs, *river.InsertOpts) { return ReaperArgs{}, nil },
+				&river.PeriodicJobOpts{ID: "reaper", RunOnStart: true}),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error creating River client: %w", err)
+	}
+	return client, nil
+}
+
+// ReceiptEnqueuer returns the outbox insert the payment flow calls inside its
+// finishing transaction.
+func ReceiptEnqueuer(client *river.Client[pgx.Tx]) func(ctx context.Context, tx pgx.Tx, paymentID int64) error {
+	return func(ctx context.Context, tx pgx.Tx, paymentID int64) error {
+		if _, err := client.InsertTx(ctx, tx, ReceiptArgs{PaymentID: paymentID}, nil); err != nil {
+			return fmt.Errorf("error enqueuing receipt: %w", err)
+		}
+		return nil
+	}
+}

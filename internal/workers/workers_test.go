@@ -1,0 +1,315 @@
+package workers_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/internal/testutil"
+	"github.com/paymentsd/paymentsd/internal/workers"
+)
+
+const visa = `{"amount": 2000, "currency": "usd", "payment_method": "pm_card_visa"}`
+
+var errCrash = errors.New("injected crash")
+
+// crashing returns hooks that crash every run at point while *on is true.
+func crashing(point phases.RecoveryPoint, afterCall bool, on *atomic.Bool) phases.Hooks {
+	hook := func(_ context.Context, at phases.RecoveryPoint) error {
+		if at == point && on.Load() {
+			return errCrash
+		}
+		return nil
+	}
+	if afterCall {
+		return phases.Hooks{AfterCall: hook}
+	}
+	return phases.Hooks{AfterCommit: hook}
+}
+
+type testBundle struct {
+	svc       *testutil.Service
+	apiKey    string
+	completer *workers.CompleterWorker
+}
+
+func setup(t *testing.T, opts testutil.ServiceOptions) *testBundle {
+	t.Helper()
+	// The periodic completer of the service itself runs rarely here; tests
+	// run the worker directly, which is safe beside it: leases decide.
+	opts.Workers.Completer.Interval = time.Hour
+	svc := testutil.StartService(t, opts)
+	_, apiKey := svc.NewUser(t)
+	return &testBundle{
+		svc:    svc,
+		apiKey: apiKey,
+		completer: &workers.CompleterWorker{
+			Pool:   svc.Pool,
+			Engine: svc.App.Engine,
+			Config: workers.CompleterConfig{MinIdle: time.Millisecond, Backoff: time.Millisecond, KeyTimeout: 10 * time.Second},
+			Log:    testutil.Logger(t),
+		},
+	}
+}
+
+func (b *testBundle) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	_, err := b.svc.Pool.Exec(context.Background(), sql, args...)
+	require.NoError(t, err)
+}
+
+func (b *testBundle) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.svc.Pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+func (b *testBundle) jobs(t *testing.T) []string {
+	rows, err := b.svc.Pool.Query(context.Background(), "SELECT kind || ' ' || state || ' ' || errors::text FROM river_job")
+	require.NoError(t, err)
+	var out []string
+	for rows.Next() {
+		var s *string
+		require.NoError(t, rows.Scan(&s))
+		if s != nil {
+			out = append(out, *s)
+		}
+	}
+	return out
+}
+
+// finishedStatus is the stored response status of key, or 0 if unfinished.
+func (b *testBundle) finishedStatus(t *testing.T, key string) int {
+	t.Helper()
+	var status *int
+	require.NoError(t, b.svc.Pool.QueryRow(context.Background(),
+		"SELECT response_code FROM idempotency_keys WHERE idempotency_key = $1", key).Scan(&status))
+	if status == nil {
+		return 0
+	}
+	return *status
+}
+
+func TestCompleterResumesFromEachRecoveryPoint(t *testing.T) {
+	t.Parallel()
+	const lease = 200 * time.Millisecond
+
+	t.Run("payment_created, lease held by a crashed run", func(t *testing.T) {
+		t.Parallel()
+		var on atomic.Bool
+		on.Store(true)
+		b := setup(t, testutil.ServiceOptions{LeaseTimeout: lease, Hooks: crashing(payments.PaymentCreated, false, &on)})
+		require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, "k", visa).Status)
+		on.Store(false)
+		time.Sleep(lease + 50*time.Millisecond)
+
+		n, err := b.completer.RunOnce(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k"))
+		require.Len(t, b.svc.Stripe.PaymentIntents(), 1)
+	})
+
+	t.Run("payment_created, charge made but not recorded", func(t *testing.T) {
+		t.Parallel()
+		var on atomic.Bool
+		on.Store(true)
+		b := setup(t, testutil.ServiceOptions{LeaseTimeout: lease, Hooks: crashing(payments.PaymentCreated, true, &on)})
+		require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, "k", visa).Status)
+		on.Store(false)
+		time.Sleep(lease + 50*time.Millisecond)
+
+		_, err := b.completer.RunOnce(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k"))
+		require.Len(t, b.svc.Stripe.PaymentIntents(), 1, "the resume replays the Stripe key; no second PaymentIntent")
+		// The client's retry gets the response the completer stored.
+		resp := b.svc.PostPayment(t, b.apiKey, "k", visa)
+		require.Equal(t, http.StatusCreated, resp.Status)
+		require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"))
+	})
+
+	t.Run("started, nothing done yet", func(t *testing.T) {
+		t.Parallel()
+		var on atomic.Bool
+		on.Store(true)
+		b := setup(t, testutil.ServiceOptions{LeaseTimeout: lease, Hooks: crashing(payments.PaymentCreated, false, &on)})
+		require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, "k", visa).Status)
+		on.Store(false)
+		// Rewind the key to 'started', as a flow whose first step committed
+		// only the reservation would leave it.
+		b.exec(t, "DELETE FROM audit_records")
+		b.exec(t, "DELETE FROM payments")
+		b.exec(t, "UPDATE idempotency_keys SET recovery_point = 'started', lock_token = NULL, locked_by = NULL, locked_at = NULL")
+
+		_, err := b.completer.RunOnce(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k"))
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM payments WHERE status = 'succeeded'"))
+		require.Len(t, b.svc.Stripe.PaymentIntents(), 1)
+	})
+
+	t.Run("charge_created, only the finish left", func(t *testing.T) {
+		t.Parallel()
+		var on atomic.Bool
+		on.Store(true)
+		b := setup(t, testutil.ServiceOptions{LeaseTimeout: lease, Hooks: crashing(phases.Finished, false, &on)})
+		require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, "k", visa).Status)
+		on.Store(false)
+		// Rewind the finished key to 'charge_created', as a flow that
+		// committed the charge's record alone would leave it.
+		b.exec(t, `UPDATE idempotency_keys SET recovery_point = 'charge_created', response_code = NULL,
+			response_headers = NULL, response_body = NULL, finished_at = NULL`)
+
+		_, err := b.completer.RunOnce(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k"))
+		require.EqualValues(t, 1, b.svc.Stripe.Stats().CreateRequests, "finishing needs no Stripe call")
+	})
+}
+
+func TestCompleterTakesOverDeadInstanceAtOnce(t *testing.T) {
+	t.Parallel()
+	var on atomic.Bool
+	on.Store(true)
+	// The default 90s lease: only the instance's death frees the key early.
+	b := setup(t, testutil.ServiceOptions{Hooks: crashing(payments.PaymentCreated, false, &on)})
+	require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, "k", visa).Status)
+	on.Store(false)
+
+	n, err := b.completer.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n, "a live instance's lease is respected")
+
+	// The instance that held the lease dies: its heartbeats stop.
+	b.exec(t, "UPDATE instances SET heartbeat_at = now() - interval '1 hour'")
+	n, err = b.completer.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k"))
+}
+
+func TestTwoCompletersNeverRunOneKeyAtOnce(t *testing.T) {
+	t.Parallel()
+	const keys = 20
+	var on atomic.Bool
+	on.Store(true)
+	b := setup(t, testutil.ServiceOptions{LeaseTimeout: 200 * time.Millisecond, Hooks: crashing(payments.PaymentCreated, false, &on)})
+	for i := range keys {
+		require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, fmt.Sprintf("k%d", i), visa).Status)
+	}
+	on.Store(false)
+	time.Sleep(300 * time.Millisecond)
+	// Every charge is slow, so overlapping runs of one key would meet at
+	// Stripe as a 409 on its idempotency key.
+	b.svc.Stripe.SetChaos(stripefake.Chaos{Latency: 50 * time.Millisecond, MaxLatency: 50 * time.Millisecond})
+
+	other := *b.completer
+	var wg sync.WaitGroup
+	for _, c := range []*workers.CompleterWorker{b.completer, &other} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.RunOnce(context.Background())
+			require.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+
+	require.Equal(t, keys, b.count(t, "SELECT count(*) FROM idempotency_keys WHERE response_code = 201"))
+	require.Len(t, b.svc.Stripe.PaymentIntents(), keys)
+	require.EqualValues(t, keys, b.svc.Stripe.Stats().CreateRequests, "each key was charged by exactly one run")
+	require.Zero(t, b.svc.Stripe.Stats().KeyInUse)
+}
+
+func TestReaperSparesUnfinishedKeysAndKeepsPayments(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testutil.ServiceOptions{LeaseTimeout: 200 * time.Millisecond})
+	for i := range 5 {
+		require.Equal(t, http.StatusCreated, b.svc.PostPayment(t, b.apiKey, fmt.Sprintf("old%d", i), visa).Status)
+	}
+	require.Equal(t, http.StatusCreated, b.svc.PostPayment(t, b.apiKey, "recent", visa).Status)
+	b.svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500})
+	require.Equal(t, http.StatusServiceUnavailable, b.svc.PostPayment(t, b.apiKey, "unfinished", visa).Status)
+	b.exec(t, "UPDATE idempotency_keys SET created_at = now() - interval '3 days', finished_at = now() - interval '2 days' WHERE idempotency_key LIKE 'old%'")
+	b.exec(t, "UPDATE idempotency_keys SET created_at = now() - interval '3 days' WHERE idempotency_key = 'unfinished'")
+
+	reaper := &workers.ReaperWorker{Pool: b.svc.Pool, Config: workers.ReaperConfig{Retention: 24 * time.Hour, BatchSize: 2}, Log: testutil.Logger(t)}
+	reaped, err := reaper.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 5, reaped, "in batches of 2")
+
+	require.Equal(t, 0, b.count(t, "SELECT count(*) FROM idempotency_keys WHERE idempotency_key LIKE 'old%'"))
+	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM idempotency_keys WHERE idempotency_key = 'recent'"))
+	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM idempotency_keys WHERE idempotency_key = 'unfinished'"))
+	require.Equal(t, 7, b.count(t, "SELECT count(*) FROM payments"))
+	require.Equal(t, 5, b.count(t, "SELECT count(*) FROM payments WHERE idempotency_key_id IS NULL"))
+	require.Equal(t, 7, b.count(t, "SELECT count(DISTINCT resource_id) FROM audit_records"))
+
+	// A reaped key is a new key: the same key now makes a new payment.
+	resp := b.svc.PostPayment(t, b.apiKey, "old0", visa)
+	require.Equal(t, http.StatusCreated, resp.Status)
+	require.Empty(t, resp.Header.Get("Idempotent-Replayed"))
+}
+
+func TestReconciliationAdoptsAndNeverCreatesASecond(t *testing.T) {
+	t.Parallel()
+	var on atomic.Bool
+	on.Store(true)
+	b := setup(t, testutil.ServiceOptions{LeaseTimeout: 200 * time.Millisecond, Hooks: crashing(payments.PaymentCreated, true, &on)})
+	// Charged at Stripe, unrecorded, and left past Stripe's idempotency
+	// window, where re-sending the Stripe key could charge again.
+	require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, "charged", visa).Status)
+	on.Store(false)
+	// Never charged: its process died before the Stripe call.
+	b.svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
+	go b.svc.PostPayment(t, b.apiKey, "never-charged", visa)
+	require.Eventually(t, func() bool { return b.svc.Stripe.Stats().Hangs == 1 }, 5*time.Second, 10*time.Millisecond)
+	b.exec(t, "UPDATE idempotency_keys SET created_at = now() - interval '25 hours', lock_token = NULL, locked_by = NULL, locked_at = NULL")
+	createsBefore := b.svc.Stripe.Stats().CreateRequests
+
+	_, err := b.completer.RunOnce(context.Background())
+	require.NoError(t, err)
+
+	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "charged"), "adopted the PaymentIntent found by metadata")
+	require.Equal(t, createsBefore, b.svc.Stripe.Stats().CreateRequests, "reconciliation only looks up")
+	require.Len(t, b.svc.Stripe.PaymentIntents(), 1)
+	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM payments WHERE status = 'succeeded' AND stripe_payment_intent_id IS NOT NULL"))
+	b.svc.Stripe.ReleaseHangs()
+}
+
+func TestExactlyOneReceiptPerPayment(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testutil.ServiceOptions{})
+	resp := b.svc.PostPayment(t, b.apiKey, "k", visa)
+	require.Equal(t, http.StatusCreated, resp.Status)
+	require.Eventually(t, func() bool {
+		return b.count(t, "SELECT count(*) FROM receipts") == 1
+	}, 10*time.Second, 20*time.Millisecond, "jobs: %v", b.jobs(t))
+
+	// A second delivery of the same job (a retry, a rescued job) writes nothing.
+	var paymentID int64
+	require.NoError(t, b.svc.Pool.QueryRow(context.Background(), "SELECT id FROM payments").Scan(&paymentID))
+	res, err := b.svc.App.River.Insert(context.Background(), workers.ReceiptArgs{PaymentID: paymentID}, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return b.count(t, "SELECT count(*) FROM river_job WHERE id = $1 AND state = 'completed'", res.Job.ID) == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM receipts"))
+
+	// Declines get no receipt.
+	decline := b.svc.PostPayment(t, b.apiKey, "declined", `{"amount": 100, "currency": "usd", "payment_method": "pm_card_chargeDeclined"}`)
+	require.Equal(t, http.StatusPaymentRequired, decline.Status)
+	require.Zero(t, b.count(t, "SELECT count(*) FROM river_job WHERE kind = 'receipt' AND args->>'payment_id' <> $1", fmt.Sprint(paymentID)))
+}
