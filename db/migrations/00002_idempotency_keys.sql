@@ -50,6 +50,10 @@ CREATE TABLE idempotency_keys (
 CREATE INDEX idempotency_keys_unfinished_idx ON idempotency_keys (last_run_at)
     WHERE recovery_point <> 'finished';
 
+-- The per-user cap on unfinished keys, checked on every insert.
+CREATE INDEX idempotency_keys_user_id_unfinished_idx ON idempotency_keys (user_id)
+    WHERE recovery_point <> 'finished';
+
 -- The reaper's work list: finished keys by age.
 CREATE INDEX idempotency_keys_finished_at_idx ON idempotency_keys (finished_at)
     WHERE recovery_point = 'finished';

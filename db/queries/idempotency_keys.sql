@@ -9,18 +9,37 @@ SELECT *
 FROM idempotency_keys
 WHERE id = @id;
 
--- IdempotencyKeyInsert creates a key with a fresh lease, or returns no row when
--- the key exists (or a concurrent insert of it committed first).
+-- IdempotencyKeyInsert creates a key with a fresh lease. It returns no row
+-- when the key exists (or a concurrent insert of it committed first), or
+-- when the user already has max_unfinished unfinished keys: a cap on what one
+-- tenant can leave in flight, checked in the same statement.
 -- name: IdempotencyKeyInsert :one
 INSERT INTO idempotency_keys (
     user_id, idempotency_key, request_method, request_path,
     request_params, request_fingerprint, lock_token, locked_by, locked_at
-) VALUES (
-    @user_id, @idempotency_key, @request_method, @request_path,
-    @request_params, @request_fingerprint, @lock_token, sqlc.narg(locked_by), now()
 )
+SELECT @user_id, @idempotency_key, @request_method, @request_path,
+       @request_params, @request_fingerprint, @lock_token, sqlc.narg(locked_by), now()
+WHERE (
+    SELECT count(*)
+    FROM (
+        SELECT 1
+        FROM idempotency_keys
+        WHERE user_id = @user_id
+          AND recovery_point <> 'finished'
+        LIMIT sqlc.arg(max_unfinished)::int
+    ) AS unfinished
+) < sqlc.arg(max_unfinished)::int
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING *;
+
+-- name: IdempotencyKeyExists :one
+SELECT EXISTS (
+    SELECT 1
+    FROM idempotency_keys
+    WHERE user_id = @user_id
+      AND idempotency_key = @idempotency_key
+);
 
 -- IdempotencyKeyLease takes the lease of an unfinished key whose lease is
 -- free, older than the lease length, or held by an instance that stopped

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
 
@@ -13,13 +14,19 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz says whether the process can serve: the store answers.
+// readyz says whether the process can serve: the store answers and its
+// schema is the one this binary was built for.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.pool.Ping(ctx); err != nil {
+	current, err := db.SchemaCurrent(ctx, s.pool)
+	switch {
+	case err != nil:
 		writeRetryable(w, problem.New(problem.StoreUnavailable, "The database does not answer."), retryStore)
-		return
+	case !current:
+		writeRetryable(w, problem.New(problem.MigrationsPending,
+			"The database schema is behind this binary: run `paymentsd migrate`."), retryStore)
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

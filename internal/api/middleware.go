@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -28,12 +29,18 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		next.ServeHTTP(ww, r)
 
 		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched" // keeps unknown paths from inflating label cardinality
+		}
+		took := time.Since(start)
+		s.metrics.HTTPRequests.WithLabelValues(route, r.Method, strconv.Itoa(ww.Status())).Inc()
+		s.metrics.HTTPDuration.WithLabelValues(route).Observe(took.Seconds())
 		zerolog.Ctx(r.Context()).Info().
 			Str("method", r.Method).
 			Str("route", route).
 			Int("status", ww.Status()).
 			Bool("replayed", ww.Header().Get("Idempotent-Replayed") == "true").
-			Dur("duration", time.Since(start)).
+			Dur("duration", took).
 			Msg("request")
 	})
 }

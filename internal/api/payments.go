@@ -68,11 +68,30 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 		Params:      canonical,
 		Fingerprint: fingerprint,
 	})
+	s.metrics.IdempotencyOutcomes.WithLabelValues(outcomeOf(res, err)).Inc()
+	logRecoveryPoint(r, res, err)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	writeStored(w, res)
+}
+
+// logRecoveryPoint adds to the access line how far the request got.
+func logRecoveryPoint(r *http.Request, res *phases.Result, err error) {
+	point := ""
+	var ambiguous *phases.AmbiguousError
+	switch {
+	case err == nil:
+		point = string(phases.Finished)
+	case errors.As(err, &ambiguous):
+		point = string(ambiguous.Point)
+	default:
+		return
+	}
+	zerolog.Ctx(r.Context()).UpdateContext(func(c zerolog.Context) zerolog.Context {
+		return c.Str("recovery_point", point)
+	})
 }
 
 // writeStored sends a stored response exactly as it was stored.

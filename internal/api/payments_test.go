@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
 
@@ -258,3 +259,5 @@ func splitHostPort(t *testing.T, addr string) (string, uint16) {
 	require.NoError(t, err)
 	return host, uint16(n)
 }
+
+func stripefakeFault500() stripefake.Fault { return stripefake.Fault{Kind: stripefake.Fault500} }

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/metrics"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
@@ -40,8 +41,15 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		inProgress *phases.InProgressError
 		ambiguous  *phases.AmbiguousError
+		refused    *phases.RefusedError
 	)
 	switch {
+	case errors.As(err, &refused) && refused.Reason == phases.ReasonTooManyUnfinished:
+		writeRetryable(w, problem.New(problem.TooManyUnfinishedKeys,
+			"You have too many requests still in progress. Retry these first, or wait for them to finish."), refused.RetryAfter)
+	case errors.As(err, &refused):
+		writeRetryable(w, problem.New(problem.RateLimited,
+			"Too many new idempotency keys. Slow down; retries of existing keys are not limited."), refused.RetryAfter)
 	case errors.Is(err, phases.ErrKeyReused):
 		writeProblem(w, problem.New(problem.IdempotencyKeyReused,
 			"This idempotency key was already used with a different request. Send a new key for a new request."))
@@ -63,4 +71,30 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		zerolog.Ctx(r.Context()).Error().Err(err).Msg("internal error")
 		writeProblem(w, problem.New(problem.InternalError, "An unexpected error occurred."))
 	}
+}
+
+// outcomeOf names what became of an idempotent request, for metrics.
+func outcomeOf(res *phases.Result, err error) string {
+	var (
+		inProgress *phases.InProgressError
+		ambiguous  *phases.AmbiguousError
+		refused    *phases.RefusedError
+	)
+	switch {
+	case err == nil && res.Replayed:
+		return metrics.OutcomeReplayed
+	case err == nil:
+		return metrics.OutcomeCreated
+	case errors.Is(err, phases.ErrKeyReused):
+		return metrics.OutcomeKeyReused
+	case errors.As(err, &inProgress):
+		return metrics.OutcomeInProgress
+	case errors.Is(err, phases.ErrLeaseLost):
+		return metrics.OutcomeLeaseLost
+	case errors.As(err, &ambiguous):
+		return metrics.OutcomeAmbiguous
+	case errors.As(err, &refused):
+		return metrics.OutcomeRateLimited
+	}
+	return metrics.OutcomeStoreError
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -11,6 +12,7 @@ import (
 
 	apispec "github.com/paymentsd/paymentsd/api"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/metrics"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/problem"
@@ -27,17 +29,18 @@ type Config struct {
 type Server struct {
 	pool    *pgxpool.Pool
 	engine  *phases.Engine
+	metrics *metrics.Metrics
 	queries *dbsqlc.Queries
 	log     zerolog.Logger
 	cfg     Config
 }
 
 // NewServer returns the API over pool and engine.
-func NewServer(pool *pgxpool.Pool, engine *phases.Engine, log zerolog.Logger, cfg Config) *Server {
+func NewServer(pool *pgxpool.Pool, engine *phases.Engine, m *metrics.Metrics, log zerolog.Logger, cfg Config) *Server {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = time.Minute
 	}
-	return &Server{pool: pool, engine: engine, queries: dbsqlc.New(), log: log, cfg: cfg}
+	return &Server{pool: pool, engine: engine, metrics: m, queries: dbsqlc.New(), log: log, cfg: cfg}
 }
 
 // Handler is the router with every route and middleware.
@@ -47,12 +50,14 @@ func (s *Server) Handler() http.Handler {
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, problem.New(problem.NotFound, "No such resource."))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", allowedMethods(r, req.URL.Path))
 		writeProblem(w, problem.New(problem.MethodNotAllowed, "The resource does not support this method."))
 	})
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
+	r.Method(http.MethodGet, "/metrics", s.metrics.Handler())
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(apispec.OpenAPI)
@@ -63,6 +68,18 @@ func (s *Server) Handler() http.Handler {
 		r.Get(payments.Path+"/{id}", s.getPayment)
 	})
 	return r
+}
+
+// allowedMethods lists the methods routes serves for path, for the Allow
+// header that RFC 9110 requires on a 405.
+func allowedMethods(routes chi.Routes, path string) string {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if routes.Match(chi.NewRouteContext(), m, path) {
+			allowed = append(allowed, m)
+		}
+	}
+	return strings.Join(allowed, ", ")
 }
 
 // writeJSON answers with v encoded as JSON.

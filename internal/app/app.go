@@ -18,8 +18,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/api"
+	"github.com/paymentsd/paymentsd/internal/metrics"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/ratelimit"
 	"github.com/paymentsd/paymentsd/internal/workers"
 )
 
@@ -39,6 +41,11 @@ type Options struct {
 	// leases are stale after three missed beats.
 	HeartbeatInterval time.Duration
 	Workers           workers.Config
+	// RateLimit is new idempotency keys per second per user, per process;
+	// zero turns the limit off.
+	RateLimit int
+	// MaxUnfinished caps the unfinished keys of one user (default 1000).
+	MaxUnfinished int
 }
 
 // App is an assembled service.
@@ -47,6 +54,7 @@ type App struct {
 	Engine     *phases.Engine
 	River      *river.Client[pgx.Tx]
 	Handler    http.Handler
+	Metrics    *metrics.Metrics
 	InstanceID uuid.UUID
 	opts       Options
 }
@@ -65,12 +73,21 @@ func New(pool *pgxpool.Pool, opts Options) (*App, error) {
 	opts.Workers.Log = opts.Logger
 
 	instanceID := uuid.New()
+	// Keys unfinished for longer than Stripe's idempotency window can only
+	// be settled by lookup: they await reconciliation.
+	m := metrics.New(pool, payments.StripeIdempotencyWindow)
 	engine := phases.New(pool, phases.Config{
-		LeaseTimeout: opts.LeaseTimeout,
-		InstanceID:   instanceID,
-		DeadAfter:    3 * opts.HeartbeatInterval,
-		Hooks:        opts.Hooks,
+		LeaseTimeout:  opts.LeaseTimeout,
+		InstanceID:    instanceID,
+		DeadAfter:     3 * opts.HeartbeatInterval,
+		Hooks:         opts.Hooks,
+		Observer:      m,
+		Admit:         ratelimit.New(opts.RateLimit).Admit,
+		MaxUnfinished: opts.MaxUnfinished,
 	})
+	opts.Workers.ObserveResume = func(outcome string) { m.CompleterResumes.WithLabelValues(outcome).Inc() }
+	opts.Workers.ObserveReaped = func(n int64) { m.ReapedKeys.Add(float64(n)) }
+	opts.Stripe.ObserveLookup = func(result string) { m.Reconciliations.WithLabelValues(result).Inc() }
 	riverClient, err := workers.NewClient(pool, engine, opts.Workers)
 	if err != nil {
 		return nil, err
@@ -85,12 +102,13 @@ func New(pool *pgxpool.Pool, opts Options) (*App, error) {
 	if opts.Stripe.Timeout >= opts.RequestTimeout {
 		return nil, fmt.Errorf("the Stripe timeout (%s) must be shorter than the request timeout (%s)", opts.Stripe.Timeout, opts.RequestTimeout)
 	}
-	server := api.NewServer(pool, engine, opts.Logger, api.Config{RequestTimeout: opts.RequestTimeout})
+	server := api.NewServer(pool, engine, m, opts.Logger, api.Config{RequestTimeout: opts.RequestTimeout})
 	return &App{
 		Pool:       pool,
 		Engine:     engine,
 		River:      riverClient,
 		Handler:    server.Handler(),
+		Metrics:    m,
 		InstanceID: instanceID,
 		opts:       opts,
 	}, nil

@@ -55,6 +55,7 @@ func serveCmd(ctx context.Context, args []string, log zerolog.Logger) error {
 			Timeout:   cfg.StripeTimeout,
 		},
 		ShutdownGrace:     cfg.ShutdownGrace,
+		RateLimit:         cfg.RateLimit,
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		Workers: workers.Config{
 			Completer: workers.CompleterConfig{Interval: cfg.CompleterInterval},

@@ -3,8 +3,11 @@ package db
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -68,4 +71,35 @@ func ConnectConfig(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, err
 		return nil, fmt.Errorf("error connecting to the database: %w", err)
 	}
 	return pool, nil
+}
+
+// SchemaCurrent reports whether every migration this binary carries is
+// applied: one cheap query, fit for a readiness probe.
+func SchemaCurrent(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	var applied int64
+	err := pool.QueryRow(ctx,
+		"SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied").Scan(&applied)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // no goose table: nothing applied
+			return false, nil
+		}
+		return false, err
+	}
+	return applied >= latestVersion(), nil
+}
+
+// latestVersion is the highest migration version the binary carries.
+func latestVersion() int64 {
+	var latest int64
+	entries, _ := fs.ReadDir(migrations.FS, ".")
+	for _, e := range entries {
+		if v, err := goose.NumericComponent(e.Name()); err == nil && v > latest {
+			latest = v
+		}
+	}
+	for _, m := range migrations.Go {
+		latest = max(latest, m.Version)
+	}
+	return latest
 }

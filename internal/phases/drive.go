@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
@@ -43,7 +45,9 @@ func (e *Engine) drive(ctx context.Context, flow Flow, open opener, fresh bool) 
 // ambiguous outcome it frees the lease, so the next retry resumes at once.
 func (e *Engine) call(ctx context.Context, flow Flow, run *Run) (any, error) {
 	point := run.RecoveryPoint()
+	start := time.Now()
 	called, err := flow[point].Call(ctx, run)
+	e.cfg.Observer.CallDone(point, time.Since(start))
 	if err != nil {
 		// The release must happen even when the client has gone away.
 		e.release(context.WithoutCancel(ctx), run)
@@ -75,6 +79,7 @@ func (e *Engine) commitPhase(ctx context.Context, flow Flow, run *Run, open open
 		state any
 		resp  *Response
 	}
+	start := time.Now()
 	out, err := db.WithTxV(ctx, e.pool, func(ctx context.Context, tx pgx.Tx) (outcome, error) {
 		// Work on a copy of the key: a retried transaction starts again from
 		// what was committed, and the run only sees what this one commits.
@@ -116,6 +121,10 @@ func (e *Engine) commitPhase(ctx context.Context, flow Flow, run *Run, open open
 		return nil, db.InterpretError(err)
 	}
 	run.Key, run.State = out.key, out.state
+	took := time.Since(start)
+	e.cfg.Observer.PhaseCommitted(run.RecoveryPoint(), took)
+	zerolog.Ctx(ctx).Debug().Int64("idempotency_key_id", run.Key.ID).Str("recovery_point", string(run.RecoveryPoint())).
+		Dur("took", took).Msg("phase committed")
 	return out.resp, nil
 }
 

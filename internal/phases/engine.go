@@ -30,7 +30,17 @@ type Config struct {
 	DeadAfter time.Duration
 	// Hooks injects faults for tests; production leaves it zero.
 	Hooks Hooks
+	// Observer is told what the engine does; nil observes nothing.
+	Observer Observer
+	// Admit, when set, vets every key about to be created.
+	Admit Admitter
+	// MaxUnfinished caps the unfinished keys one user may have; a new key
+	// beyond it is refused with ReasonTooManyUnfinished. Zero means 1000.
+	MaxUnfinished int
 }
+
+// ReasonTooManyUnfinished is the RefusedError reason of the unfinished-key cap.
+const ReasonTooManyUnfinished = "too_many_unfinished"
 
 // Hooks are fault-injection points for crash tests. A hook that returns an
 // error makes the run stop right there, as if the process had died: no
@@ -81,6 +91,12 @@ func New(pool *pgxpool.Pool, cfg Config) *Engine {
 	if cfg.DeadAfter <= 0 {
 		cfg.DeadAfter = 15 * time.Second
 	}
+	if cfg.MaxUnfinished <= 0 {
+		cfg.MaxUnfinished = 1000
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
 	return &Engine{pool: pool, queries: dbsqlc.New(), flows: map[string]Flow{}, cfg: cfg}
 }
 
@@ -128,6 +144,11 @@ func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
 		})
 		switch err = db.InterpretError(err); {
 		case errors.Is(err, db.ErrNotFound):
+			if e.cfg.Admit != nil {
+				if err := e.cfg.Admit(ctx, req.UserID); err != nil {
+					return nil, err
+				}
+			}
 			res, err := e.drive(ctx, flow, e.insertKey(req), true)
 			if errors.Is(err, errRaced) {
 				continue
@@ -173,7 +194,7 @@ func (e *Engine) resume(ctx context.Context, flow Flow, key *dbsqlc.IdempotencyK
 	}
 	// Whether the current lease is stale (timed out, or its instance dead)
 	// is the lease update's to decide, on the database's clock.
-	res, err := e.drive(ctx, flow, e.leaseKey(key.ID), false)
+	res, err := e.drive(ctx, flow, e.leaseKey(key.ID, key.LockToken.Valid), false)
 	if !errors.Is(err, errRaced) {
 		return res, err
 	}
@@ -207,15 +228,29 @@ func (e *Engine) insertKey(req *Request) opener {
 			RequestFingerprint: req.Fingerprint,
 			LockToken:          uuid.NullUUID{UUID: token, Valid: true},
 			LockedBy:           e.lockedBy(),
+			MaxUnfinished:      int32(e.cfg.MaxUnfinished),
 		})
-		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
+		if err = db.InterpretError(err); !errors.Is(err, db.ErrNotFound) {
+			return key, err
+		}
+		// No row: the key exists now (a concurrent insert won), or the user
+		// is at the cap.
+		exists, err := e.queries.IdempotencyKeyExists(ctx, tx, &dbsqlc.IdempotencyKeyExistsParams{
+			UserID: req.UserID, IdempotencyKey: req.Key,
+		})
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("error reading idempotency key: %w", err)
+		case exists:
 			return nil, errRaced
 		}
-		return key, err
+		return nil, &RefusedError{Reason: ReasonTooManyUnfinished, RetryAfter: 5 * time.Second}
 	}
 }
 
-func (e *Engine) leaseKey(id int64) opener {
+// leaseKey takes the lease of key id; wasLeased says whether a run held it
+// when we read it, so that winning it is a takeover.
+func (e *Engine) leaseKey(id int64, wasLeased bool) opener {
 	return func(ctx context.Context, tx pgx.Tx, token uuid.UUID) (*dbsqlc.IdempotencyKey, error) {
 		key, err := e.queries.IdempotencyKeyLease(ctx, tx, &dbsqlc.IdempotencyKeyLeaseParams{
 			ID:               id,
@@ -226,6 +261,9 @@ func (e *Engine) leaseKey(id int64) opener {
 		})
 		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
 			return nil, errRaced
+		}
+		if err == nil && wasLeased {
+			e.cfg.Observer.LeaseTakenOver()
 		}
 		return key, err
 	}

@@ -38,6 +38,12 @@ type ServiceOptions struct {
 	RequestTimeout time.Duration
 	// Workers tunes the background workers (the app's defaults otherwise).
 	Workers workers.Config
+	// RateLimit and MaxUnfinished set the abuse limits (off and the
+	// default by default).
+	RateLimit     int
+	MaxUnfinished int
+	// LogWriter, when set, receives every log line at debug level, JSON.
+	LogWriter io.Writer
 }
 
 // Service is paymentsd served over real HTTP on loopback, with its own
@@ -70,8 +76,14 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 	if opts.StripeTimeout == 0 {
 		opts.StripeTimeout = 5 * time.Second
 	}
+	log := Logger(t)
+	if opts.LogWriter != nil {
+		log = zerolog.New(opts.LogWriter).Level(zerolog.DebugLevel).With().Timestamp().Logger()
+	}
 	a, err := app.New(pool, app.Options{
-		Logger:         Logger(t),
+		Logger:         log,
+		RateLimit:      opts.RateLimit,
+		MaxUnfinished:  opts.MaxUnfinished,
 		LeaseTimeout:   opts.LeaseTimeout,
 		Stripe:         payments.StripeConfig{SecretKey: "sk_test_paymentsd", APIBase: stripeSrv.URL, Timeout: opts.StripeTimeout},
 		Hooks:          opts.Hooks,

@@ -9,7 +9,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,6 +43,46 @@ var (
 	templateErr  error
 	dbCounter    atomic.Int64
 )
+
+// NewEmptyDB creates a database with no schema at all, dropped when the test
+// ends, and returns its URL: for tests of migrating and of refusing to serve
+// an unmigrated database.
+func NewEmptyDB(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	admin := AdminURL(t)
+	name := fmt.Sprintf("paymentsd_empty_%d_%d", os.Getpid(), dbCounter.Add(1))
+	conn := adminConn(t, admin)
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("error creating test database: %v", err)
+	}
+	t.Cleanup(func() {
+		conn := adminConn(t, admin)
+		defer conn.Close(ctx)
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	return urlWithDatabase(t, admin, name)
+}
+
+// urlWithDatabase returns url with its database replaced by name. pgx's
+// ConnString returns the string a config was parsed from, so the URL is
+// rewritten instead.
+func urlWithDatabase(t testing.TB, raw, name string) string {
+	t.Helper()
+	if !strings.Contains(raw, "://") {
+		return raw + " dbname=" + name // key=value form: the last setting wins
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("error parsing database URL: %v", err)
+	}
+	u.Path = "/" + name
+	q := u.Query()
+	q.Del("dbname")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
 
 // NewDB returns a pool on a fresh database cloned from a migrated template,
 // dropped when the test ends. Each test owns its database, so tests that

@@ -66,6 +66,27 @@ func (q *Queries) IdempotencyKeyDeleteFinished(ctx context.Context, db DBTX, arg
 	return result.RowsAffected(), nil
 }
 
+const idempotencyKeyExists = `-- name: IdempotencyKeyExists :one
+SELECT EXISTS (
+    SELECT 1
+    FROM idempotency_keys
+    WHERE user_id = $1
+      AND idempotency_key = $2
+)
+`
+
+type IdempotencyKeyExistsParams struct {
+	UserID         int64
+	IdempotencyKey string
+}
+
+func (q *Queries) IdempotencyKeyExists(ctx context.Context, db DBTX, arg *IdempotencyKeyExistsParams) (bool, error) {
+	row := db.QueryRow(ctx, idempotencyKeyExists, arg.UserID, arg.IdempotencyKey)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const idempotencyKeyFinish = `-- name: IdempotencyKeyFinish :execrows
 UPDATE idempotency_keys
 SET recovery_point   = 'finished',
@@ -179,10 +200,19 @@ const idempotencyKeyInsert = `-- name: IdempotencyKeyInsert :one
 INSERT INTO idempotency_keys (
     user_id, idempotency_key, request_method, request_path,
     request_params, request_fingerprint, lock_token, locked_by, locked_at
-) VALUES (
-    $1, $2, $3, $4,
-    $5, $6, $7, $8, now()
 )
+SELECT $1, $2, $3, $4,
+       $5, $6, $7, $8, now()
+WHERE (
+    SELECT count(*)
+    FROM (
+        SELECT 1
+        FROM idempotency_keys
+        WHERE user_id = $1
+          AND recovery_point <> 'finished'
+        LIMIT $9::int
+    ) AS unfinished
+) < $9::int
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at
 `
@@ -196,10 +226,13 @@ type IdempotencyKeyInsertParams struct {
 	RequestFingerprint []byte
 	LockToken          uuid.NullUUID
 	LockedBy           uuid.NullUUID
+	MaxUnfinished      int32
 }
 
-// IdempotencyKeyInsert creates a key with a fresh lease, or returns no row when
-// the key exists (or a concurrent insert of it committed first).
+// IdempotencyKeyInsert creates a key with a fresh lease. It returns no row
+// when the key exists (or a concurrent insert of it committed first), or
+// when the user already has max_unfinished unfinished keys: a cap on what one
+// tenant can leave in flight, checked in the same statement.
 func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *IdempotencyKeyInsertParams) (*IdempotencyKey, error) {
 	row := db.QueryRow(ctx, idempotencyKeyInsert,
 		arg.UserID,
@@ -210,6 +243,7 @@ func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *Idempo
 		arg.RequestFingerprint,
 		arg.LockToken,
 		arg.LockedBy,
+		arg.MaxUnfinished,
 	)
 	var i IdempotencyKey
 	err := row.Scan(

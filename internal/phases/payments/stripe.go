@@ -29,12 +29,16 @@ type StripeConfig struct {
 	APIBase string
 	// Timeout bounds every Stripe call.
 	Timeout time.Duration
+	// ObserveLookup, when set, is told the result of every lookup by
+	// metadata: adopted, not_found or expired_not_found.
+	ObserveLookup func(result string)
 }
 
 // Charger charges payments through stripe-go.
 type Charger struct {
 	api     *client.API
 	timeout time.Duration
+	observe func(result string)
 }
 
 // NewCharger returns a Charger. stripe-go's own retries are off: the phase
@@ -52,9 +56,13 @@ func NewCharger(cfg StripeConfig) *Charger {
 		backendCfg.URL = stripe.String(cfg.APIBase)
 	}
 	backend := stripe.GetBackendWithConfig(stripe.APIBackend, backendCfg)
+	if cfg.ObserveLookup == nil {
+		cfg.ObserveLookup = func(string) {}
+	}
 	return &Charger{
 		api:     client.New(cfg.SecretKey, &stripe.Backends{API: backend, Connect: backend, Uploads: backend}),
 		timeout: cfg.Timeout,
+		observe: cfg.ObserveLookup,
 	}
 }
 
@@ -97,12 +105,15 @@ func (c *Charger) Charge(ctx context.Context, p *PaymentRef, age time.Duration) 
 		}
 		if !searched {
 			searched = true
-			if pi, err := c.find(ctx, p.ID); err != nil || pi != nil {
-				if err != nil {
-					return nil, err
-				}
+			pi, err := c.find(ctx, p.ID)
+			if err != nil {
+				return nil, err
+			}
+			if pi != nil {
+				c.observe("adopted")
 				return outcomeOf(pi), nil
 			}
+			c.observe("not_found")
 		}
 	}
 	return nil, fmt.Errorf("every Stripe idempotency key of payment %d holds a server error", p.ID)
@@ -116,8 +127,10 @@ func (c *Charger) reconcile(ctx context.Context, p *PaymentRef) (*Charge, error)
 	case err != nil:
 		return nil, err
 	case pi == nil:
+		c.observe("expired_not_found")
 		return &Charge{Code: "not_attempted", Message: "no PaymentIntent was created within Stripe's idempotency window"}, nil
 	}
+	c.observe("adopted")
 	return outcomeOf(pi), nil
 }
 

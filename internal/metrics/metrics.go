@@ -1,0 +1,156 @@
+// Package metrics defines paymentsd's Prometheus metrics. Each App owns its
+// own registry, so several services can live in one test process.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/phases"
+)
+
+// Idempotency outcomes, the values of the outcome label.
+const (
+	OutcomeCreated     = "created"
+	OutcomeReplayed    = "replayed"
+	OutcomeInProgress  = "in_progress"
+	OutcomeKeyReused   = "key_reused"
+	OutcomeAmbiguous   = "ambiguous"
+	OutcomeStoreError  = "store_error"
+	OutcomeLeaseLost   = "lease_lost"
+	OutcomeRateLimited = "rate_limited"
+)
+
+// Metrics holds every metric the service exports.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	HTTPRequests        *prometheus.CounterVec
+	HTTPDuration        *prometheus.HistogramVec
+	IdempotencyOutcomes *prometheus.CounterVec
+	PhaseDuration       *prometheus.HistogramVec
+	LeaseTakeovers      prometheus.Counter
+	CompleterResumes    *prometheus.CounterVec
+	Reconciliations     *prometheus.CounterVec
+	ReapedKeys          prometheus.Counter
+}
+
+// New registers the metrics, plus gauges read from pool at scrape time:
+// the age of the oldest unfinished key and the keys awaiting reconciliation
+// (unfinished for longer than reconcileAfter).
+func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: reg,
+		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paymentsd_http_requests_total",
+			Help: "HTTP requests answered, by route pattern, method and status code.",
+		}, []string{"route", "method", "status"}),
+		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "paymentsd_http_request_duration_seconds",
+			Help:    "Time to answer an HTTP request, by route pattern.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route"}),
+		IdempotencyOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paymentsd_idempotency_outcomes_total",
+			Help: "What became of idempotent requests: created, replayed, in_progress (409), key_reused (422), ambiguous (503), store_error (503), lease_lost, rate_limited (429).",
+		}, []string{"outcome"}),
+		PhaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "paymentsd_phase_duration_seconds",
+			Help:    "Duration of atomic phases: kind=tx for a phase transaction (labelled with the recovery point it reached), kind=call for a foreign call (labelled with the point it leaves).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"kind", "recovery_point"}),
+		LeaseTakeovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paymentsd_lease_takeovers_total",
+			Help: "Leases taken over from a stale run (timed out, or its instance stopped heartbeating).",
+		}),
+		CompleterResumes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paymentsd_completer_resumes_total",
+			Help: "Keys the completer tried to resume, by outcome.",
+		}, []string{"outcome"}),
+		Reconciliations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paymentsd_reconciliations_total",
+			Help: "Lookups of a PaymentIntent by metadata after an unknown outcome, by result: adopted, not_found (a new attempt key follows), expired_not_found (past Stripe's window: recorded as not charged).",
+		}, []string{"result"}),
+		ReapedKeys: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paymentsd_reaped_keys_total",
+			Help: "Finished idempotency keys deleted after their retention.",
+		}),
+	}
+	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.IdempotencyOutcomes, m.PhaseDuration,
+		m.LeaseTakeovers, m.CompleterResumes, m.Reconciliations, m.ReapedKeys,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&keyCollector{pool: pool, reconcileAfter: reconcileAfter})
+	// Start every known series at zero, so dashboards and alerts see it
+	// before the first event.
+	for _, o := range []string{OutcomeCreated, OutcomeReplayed, OutcomeInProgress, OutcomeKeyReused,
+		OutcomeAmbiguous, OutcomeStoreError, OutcomeLeaseLost, OutcomeRateLimited} {
+		m.IdempotencyOutcomes.WithLabelValues(o)
+	}
+	for _, o := range []string{"finished", "already_finished", "in_progress", "ambiguous", "error"} {
+		m.CompleterResumes.WithLabelValues(o)
+	}
+	for _, r := range []string{"adopted", "not_found", "expired_not_found"} {
+		m.Reconciliations.WithLabelValues(r)
+	}
+	return m
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+var (
+	oldestDesc = prometheus.NewDesc("paymentsd_oldest_unfinished_key_age_seconds",
+		"Age of the oldest unfinished idempotency key (0 when none).", nil, nil)
+	unfinishedDesc = prometheus.NewDesc("paymentsd_unfinished_keys",
+		"Idempotency keys not yet finished.", nil, nil)
+	reconcileDesc = prometheus.NewDesc("paymentsd_keys_awaiting_reconciliation",
+		"Unfinished keys older than the reconciliation threshold: their outcome needs a lookup or an operator.", nil, nil)
+)
+
+// keyCollector reads the unfinished-key gauges from Postgres at scrape time.
+type keyCollector struct {
+	pool           *pgxpool.Pool
+	reconcileAfter time.Duration
+}
+
+func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- oldestDesc
+	ch <- unfinishedDesc
+	ch <- reconcileDesc
+}
+
+func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	stats, err := dbsqlc.New().IdempotencyKeyUnfinishedStats(ctx, c.pool, c.reconcileAfter.Seconds())
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(oldestDesc, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, stats.OldestAgeSeconds)
+	ch <- prometheus.MustNewConstMetric(unfinishedDesc, prometheus.GaugeValue, float64(stats.Unfinished))
+	ch <- prometheus.MustNewConstMetric(reconcileDesc, prometheus.GaugeValue, float64(stats.AwaitingReconciliation))
+}
+
+// PhaseCommitted implements phases.Observer.
+func (m *Metrics) PhaseCommitted(point phases.RecoveryPoint, took time.Duration) {
+	m.PhaseDuration.WithLabelValues("tx", string(point)).Observe(took.Seconds())
+}
+
+// CallDone implements phases.Observer.
+func (m *Metrics) CallDone(point phases.RecoveryPoint, took time.Duration) {
+	m.PhaseDuration.WithLabelValues("call", string(point)).Observe(took.Seconds())
+}
+
+// LeaseTakenOver implements phases.Observer.
+func (m *Metrics) LeaseTakenOver() { m.LeaseTakeovers.Inc() }
