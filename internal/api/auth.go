@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -34,6 +35,21 @@ func HashAPIKey(key string) []byte {
 	return sum[:]
 }
 
+// lookupUser resolves an API key to its user id, through the cache.
+func (s *Server) lookupUser(ctx context.Context, key string) (int64, error) {
+	hash := sha256.Sum256([]byte(key))
+	now := time.Now()
+	if id, ok := s.auth.get(hash, now); ok {
+		return id, nil
+	}
+	user, err := s.queries.UserGetByAPIKeyHash(ctx, s.pool, hash[:])
+	if err = db.InterpretError(err); err != nil {
+		return 0, err
+	}
+	s.auth.put(hash, user.ID, now)
+	return user.ID, nil
+}
+
 // authenticate resolves the bearer API key to its user.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -44,8 +60,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeProblem(w, problem.New(problem.Unauthorized, "Send your API key as Authorization: Bearer <key>."))
 			return
 		}
-		user, err := s.queries.UserGetByAPIKeyHash(r.Context(), s.pool, HashAPIKey(strings.TrimSpace(h[len(prefix):])))
-		if err = db.InterpretError(err); err != nil {
+		id, err := s.lookupUser(r.Context(), strings.TrimSpace(h[len(prefix):]))
+		if err != nil {
 			if errors.Is(err, db.ErrNotFound) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="paymentsd", error="invalid_token"`)
 				writeProblem(w, problem.New(problem.Unauthorized, "The API key is not valid."))
@@ -55,8 +71,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		zerolog.Ctx(r.Context()).UpdateContext(func(c zerolog.Context) zerolog.Context {
-			return c.Int64("user_id", user.ID)
+			return c.Int64("user_id", id)
 		})
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userIDKey{}, user.ID)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userIDKey{}, id)))
 	})
 }

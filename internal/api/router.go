@@ -23,6 +23,9 @@ type Config struct {
 	// RequestTimeout bounds the work of one request once its key is
 	// reserved, independently of the client.
 	RequestTimeout time.Duration
+	// AuthCacheTTL is how long a process trusts a cached API key lookup;
+	// zero turns the cache off.
+	AuthCacheTTL time.Duration
 }
 
 // Server holds what the handlers share.
@@ -30,6 +33,7 @@ type Server struct {
 	pool    *pgxpool.Pool
 	engine  *phases.Engine
 	metrics *metrics.Metrics
+	auth    *authCache
 	queries *dbsqlc.Queries
 	log     zerolog.Logger
 	cfg     Config
@@ -40,7 +44,10 @@ func NewServer(pool *pgxpool.Pool, engine *phases.Engine, m *metrics.Metrics, lo
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = time.Minute
 	}
-	return &Server{pool: pool, engine: engine, metrics: m, queries: dbsqlc.New(), log: log, cfg: cfg}
+	return &Server{
+		pool: pool, engine: engine, metrics: m, queries: dbsqlc.New(), log: log, cfg: cfg,
+		auth: newAuthCache(cfg.AuthCacheTTL, 10_000),
+	}
 }
 
 // Handler is the router with every route and middleware.

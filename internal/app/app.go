@@ -46,6 +46,9 @@ type Options struct {
 	RateLimit int
 	// MaxUnfinished caps the unfinished keys of one user (default 1000).
 	MaxUnfinished int
+	// AuthCacheTTL bounds how long a process trusts a cached API key
+	// (default 10s; negative turns the cache off).
+	AuthCacheTTL time.Duration
 }
 
 // App is an assembled service.
@@ -102,7 +105,13 @@ func New(pool *pgxpool.Pool, opts Options) (*App, error) {
 	if opts.Stripe.Timeout >= opts.RequestTimeout {
 		return nil, fmt.Errorf("the Stripe timeout (%s) must be shorter than the request timeout (%s)", opts.Stripe.Timeout, opts.RequestTimeout)
 	}
-	server := api.NewServer(pool, engine, m, opts.Logger, api.Config{RequestTimeout: opts.RequestTimeout})
+	if opts.AuthCacheTTL == 0 {
+		opts.AuthCacheTTL = 10 * time.Second
+	}
+	server := api.NewServer(pool, engine, m, opts.Logger, api.Config{
+		RequestTimeout: opts.RequestTimeout,
+		AuthCacheTTL:   opts.AuthCacheTTL,
+	})
 	return &App{
 		Pool:       pool,
 		Engine:     engine,

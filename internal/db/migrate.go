@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -57,8 +58,18 @@ func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error parsing DATABASE_URL: %w", err)
 	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgx defaults to max(4, cores) connections, which queues requests
+		// long before Postgres is busy: a request holds a connection only
+		// for its two short transactions, never across the Stripe call, and
+		// commits from several connections share one WAL flush.
+		cfg.MaxConns = DefaultMaxConns
+	}
 	return ConnectConfig(ctx, cfg)
 }
+
+// DefaultMaxConns is the pool size when DATABASE_URL sets no pool_max_conns.
+const DefaultMaxConns = 16
 
 // ConnectConfig opens a pool for cfg and checks that the database answers.
 func ConnectConfig(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
