@@ -3,6 +3,7 @@ package phases
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,6 +23,12 @@ func (e *Engine) drive(ctx context.Context, flow Flow, open opener, fresh bool) 
 	resp, err := e.commitPhase(ctx, flow, run, open, nil)
 	for {
 		if err != nil {
+			// A phase failed (the store, most likely) after this run had
+			// committed under its lease: free the lease if the store lets
+			// us, so a retry need not wait for it to go stale.
+			if run.Key != nil && !errors.Is(err, ErrLeaseLost) {
+				e.release(context.WithoutCancel(ctx), run)
+			}
 			return nil, err
 		}
 		if hook := e.cfg.Hooks.AfterCommit; hook != nil {
