@@ -17,8 +17,10 @@ CREATE TABLE idempotency_keys (
     -- SHA-256 of the RFC 8785 canonical form of method, path and body.
     request_fingerprint bytea       NOT NULL CHECK (octet_length(request_fingerprint) = 32),
 
+    -- Named by the flow (the engine is generic): 'started', the flow's own
+    -- points, then 'finished'.
     recovery_point      text        NOT NULL DEFAULT 'started'
-        CHECK (recovery_point IN ('started', 'payment_created', 'charge_created', 'finished')),
+        CHECK (recovery_point ~ '^[a-z][a-z_]{0,62}$'),
 
     -- The lease: a run owns the key while lock_token is its token and
     -- locked_at is younger than the lease length. Every write of a run is

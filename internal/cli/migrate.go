@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pressly/goose/v3"
 
 	"github.com/paymentsd/paymentsd/internal/db"
 )
@@ -36,7 +37,7 @@ func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	case "up":
 		results, err := provider.Up(ctx)
 		for _, r := range results {
-			fmt.Fprintf(stdout, "applied %s (%s)\n", r.Source.Path, r.Duration)
+			fmt.Fprintf(stdout, "applied %s (%s)\n", sourceName(r.Source), r.Duration)
 		}
 		if err != nil {
 			return fmt.Errorf("error migrating up: %w", err)
@@ -49,7 +50,7 @@ func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("error migrating down: %w", err)
 		}
-		fmt.Fprintf(stdout, "rolled back %s (%s)\n", r.Source.Path, r.Duration)
+		fmt.Fprintf(stdout, "rolled back %s (%s)\n", sourceName(r.Source), r.Duration)
 	case "status":
 		statuses, err := provider.Status(ctx)
 		if err != nil {
@@ -60,7 +61,7 @@ func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			if !s.AppliedAt.IsZero() {
 				applied = s.AppliedAt.UTC().Format("2006-01-02 15:04:05Z")
 			}
-			fmt.Fprintf(stdout, "%-40s %s\n", s.Source.Path, applied)
+			fmt.Fprintf(stdout, "%-40s %s\n", sourceName(s.Source), applied)
 		}
 	default:
 		return errUsage
@@ -74,4 +75,13 @@ func connect(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, errors.New("DATABASE_URL is required")
 	}
 	return db.Connect(ctx, url)
+}
+
+// sourceName names a migration: its file, or for a Go migration registered
+// without one, its version.
+func sourceName(src *goose.Source) string {
+	if src.Path != "" {
+		return src.Path
+	}
+	return fmt.Sprintf("%05d (Go migration)", src.Version)
 }

@@ -17,7 +17,9 @@ var ErrUnknownFlow = errors.New("no flow for request")
 
 // InProgressError means the key is leased by a live run.
 type InProgressError struct {
-	// RetryAfter is when the current lease expires, at the latest.
+	// RetryAfter is the advised wait before retrying: a live run usually
+	// finishes within it, and a crashed one is taken over once its lease
+	// is stale.
 	RetryAfter time.Duration
 }
 
