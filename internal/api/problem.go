@@ -66,7 +66,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case db.IsUnavailable(err):
 		zerolog.Ctx(r.Context()).Error().Err(err).Msg("store unavailable")
 		writeRetryable(w, problem.New(problem.StoreUnavailable,
-			"The service cannot reach its database. Nothing was charged by this request; retry with the same key."), retryStore)
+			"The service cannot reach its database. Retry with the same key: the request resumes where it stopped and is never charged twice."), retryStore)
 	default:
 		zerolog.Ctx(r.Context()).Error().Err(err).Msg("internal error")
 		writeProblem(w, problem.New(problem.InternalError, "An unexpected error occurred."))

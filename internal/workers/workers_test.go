@@ -205,12 +205,15 @@ func TestTwoCompletersNeverRunOneKeyAtOnce(t *testing.T) {
 	const keys = 20
 	var on atomic.Bool
 	on.Store(true)
-	b := setup(t, testutil.ServiceOptions{LeaseTimeout: 200 * time.Millisecond, Hooks: crashing(payments.PaymentCreated, false, &on)})
+	// A lease long enough that no run outlives it on a loaded machine: a
+	// takeover here would be by design, and would muddy the count below.
+	const lease = 3 * time.Second
+	b := setup(t, testutil.ServiceOptions{LeaseTimeout: lease, Hooks: crashing(payments.PaymentCreated, false, &on)})
 	for i := range keys {
 		require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, fmt.Sprintf("k%d", i), visa).Status)
 	}
 	on.Store(false)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(lease + 100*time.Millisecond)
 	// Every charge is slow, so overlapping runs of one key would meet at
 	// Stripe as a 409 on its idempotency key.
 	b.svc.Stripe.SetChaos(stripefake.Chaos{Latency: 50 * time.Millisecond, MaxLatency: 50 * time.Millisecond})

@@ -33,7 +33,9 @@ type Params struct {
 	Description   *string `json:"description,omitempty"`
 }
 
-var paymentMethodPattern = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+// paymentMethodPattern admits Stripe PaymentMethod ids only. The prefix
+// keeps a card number typed into the field from ever being stored.
+var paymentMethodPattern = regexp.MustCompile(`^pm_[A-Za-z0-9_]+$`)
 
 // DecodeParams decodes and validates a payment request body strictly: one
 // JSON object, each known member at most once and of the right type, no
@@ -82,7 +84,7 @@ func DecodeParams(body []byte) (*Params, []problem.FieldError) {
 	if s, ok, err := stringMember(members, "payment_method"); err != nil || !ok {
 		fail("payment_method", orRequired(ok, stringDetail(err, "must be a string")))
 	} else if len(s) == 0 || len(s) > maxPaymentMethod || !paymentMethodPattern.MatchString(s) {
-		fail("payment_method", fmt.Sprintf("must be a payment method id of 1 to %d letters, digits and underscores", maxPaymentMethod))
+		fail("payment_method", fmt.Sprintf("must be a Stripe PaymentMethod id (pm_…) of at most %d letters, digits and underscores", maxPaymentMethod))
 	} else {
 		p.PaymentMethod = s
 	}

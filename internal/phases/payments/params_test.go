@@ -176,10 +176,13 @@ func TestDecodeParams(t *testing.T) {
 		{name: "currency with NUL", body: body("currency", `"usd\u0000"`), pointers: []string{"/currency"}},
 
 		// payment_method.
-		{name: "payment_method 255 characters", body: body("payment_method", jsonString(strings.Repeat("a", 255))),
-			want: with(func(p *payments.Params) { p.PaymentMethod = strings.Repeat("a", 255) })},
-		{name: "payment_method 256 characters", body: body("payment_method", jsonString(strings.Repeat("a", 256))), pointers: []string{"/payment_method"}},
-		{name: "payment_method one character", body: body("payment_method", `"_"`), want: with(func(p *payments.Params) { p.PaymentMethod = "_" })},
+		{name: "payment_method 255 characters", body: body("payment_method", jsonString("pm_"+strings.Repeat("a", 252))),
+			want: with(func(p *payments.Params) { p.PaymentMethod = "pm_" + strings.Repeat("a", 252) })},
+		{name: "payment_method 256 characters", body: body("payment_method", jsonString("pm_"+strings.Repeat("a", 253))), pointers: []string{"/payment_method"}},
+		{name: "payment_method shortest", body: body("payment_method", `"pm_x"`), want: with(func(p *payments.Params) { p.PaymentMethod = "pm_x" })},
+		{name: "payment_method without the pm_ prefix", body: body("payment_method", `"card_visa"`), pointers: []string{"/payment_method"}},
+		{name: "payment_method that is a card number", body: body("payment_method", `"4242424242424242"`), pointers: []string{"/payment_method"}},
+		{name: "payment_method prefix only", body: body("payment_method", `"pm_"`), pointers: []string{"/payment_method"}},
 		{name: "payment_method empty", body: body("payment_method", `""`), pointers: []string{"/payment_method"}},
 		{name: "payment_method with space", body: body("payment_method", `"pm card visa"`), pointers: []string{"/payment_method"}},
 		{name: "payment_method with trailing space", body: body("payment_method", `"pm_card_visa "`), pointers: []string{"/payment_method"}},
@@ -292,7 +295,7 @@ func TestDecodeParamsDetails(t *testing.T) {
 	require.Equal(t, []problem.FieldError{
 		{Pointer: "/amount", Detail: "is required"},
 		{Pointer: "/currency", Detail: "must be a lowercase ISO 4217 currency code, such as usd"},
-		{Pointer: "/payment_method", Detail: "must be a payment method id of 1 to 255 letters, digits and underscores"},
+		{Pointer: "/payment_method", Detail: "must be a Stripe PaymentMethod id (pm_…) of at most 255 letters, digits and underscores"},
 		{Pointer: "/tip", Detail: "unknown member"},
 	}, errs)
 
@@ -339,7 +342,7 @@ func FuzzDecodeParams(f *testing.F) {
 	for _, seed := range []string{
 		`{"amount":2000,"currency":"usd","payment_method":"pm_card_visa"}`,
 		`{"amount":99999999,"currency":"eur","payment_method":"pm_1","description":"Café\n\t😀"}`,
-		`{"amount":1,"currency":"jpy","payment_method":"_","description":null}`,
+		`{"amount":1,"currency":"jpy","payment_method":"pm_x","description":null}`,
 		`{"amount":2e3,"currency":"USD","payment_method":"pm card","description":1,"tip":1,"a/b~":2}`,
 		`{"amount":1,"amount":2}`,
 		`{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","description":"\ud800"}`,
