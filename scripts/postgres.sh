@@ -7,14 +7,31 @@
 #   scripts/postgres.sh url     print its URL
 #
 # The cluster lives in .tmp/postgres (PAYMENTSD_PGDATA overrides) and listens
-# on 127.0.0.1:${PAYMENTSD_PGPORT:-55432}. It installs Debian's postgresql
-# package when no initdb is found, and runs the server as the postgres user
-# when invoked as root, since Postgres refuses to run as root.
+# on 127.0.0.1 at PAYMENTSD_PGPORT, or else at the first free port from 55432,
+# remembered in the data directory so every later call finds it again. It
+# installs Debian's postgresql package when no initdb is found, and runs the
+# server as the postgres user when invoked as root, since Postgres refuses to
+# run as root.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 pgdata=${PAYMENTSD_PGDATA:-$root/.tmp/postgres}
-port=${PAYMENTSD_PGPORT:-55432}
+portfile="$root/.tmp/$(basename "$pgdata").port"
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+choose_port() {
+  if [ -n "${PAYMENTSD_PGPORT:-}" ]; then echo "$PAYMENTSD_PGPORT"; return; fi
+  if [ -s "$portfile" ]; then cat "$portfile"; return; fi
+  local p
+  for p in $(seq 55432 55531); do
+    port_busy "$p" || { mkdir -p "$(dirname "$portfile")"; echo "$p" >"$portfile"; echo "$p"; return; }
+  done
+  echo "postgres.sh: no free port in 55432-55531" >&2
+  exit 1
+}
+
+port=$(choose_port)
 url="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 
 find_bin() {
