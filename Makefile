@@ -11,7 +11,7 @@ SHELL := bash
 GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 
-.PHONY: build run test test-short generate check-generated lint fuzz bench chaos ci
+.PHONY: build run test generate check-generated lint fuzz bench bench-go chaos ci
 
 build:
 	$(GO) build -o bin/paymentsd ./cmd/paymentsd
@@ -38,5 +38,19 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/idempotency
 	$(GO) test -run '^$$' -fuzz '^FuzzFingerprint$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/idempotency
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeParams$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/phases/payments
+
+# BENCH_DURATION=2s is the quick form CI runs; the committed BENCHMARKS.md
+# comes from a longer run (see its header for the command).
+bench: build
+	scripts/bench.sh
+
+# Go micro-benchmarks: compare runs with benchstat.
+BENCHTIME ?= 1s
+bench-go:
+	scripts/with-postgres.sh $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./internal/idempotency ./internal/api
+
+# CHAOS_DURATION=45s is the short form; CHAOS_DURATION=10m the long one.
+chaos: build
+	scripts/chaos.sh
 
 ci: lint check-generated test fuzz

@@ -22,6 +22,12 @@ port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 choose_port() {
   if [ -n "${PAYMENTSD_PGPORT:-}" ]; then echo "$PAYMENTSD_PGPORT"; return; fi
+  # A running cluster says its own port (line 4 of postmaster.pid).
+  if [ -s "$pgdata/postmaster.pid" ] && [ "$(id -u)" = 0 -o -r "$pgdata/postmaster.pid" ]; then
+    local running
+    running=$(sed -n 4p "$pgdata/postmaster.pid" 2>/dev/null || true)
+    if [ -n "$running" ] && port_busy "$running"; then echo "$running"; return; fi
+  fi
   if [ -s "$portfile" ]; then cat "$portfile"; return; fi
   local p
   for p in $(seq 55432 55531); do
@@ -73,8 +79,12 @@ start() {
     as_pg "$bin/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
   fi
   if ! as_pg "$bin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1; then
-    as_pg "$bin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w -t 60 start \
-      -o "-c listen_addresses=127.0.0.1 -p $port -k $pgdata -c max_connections=300 -c shared_buffers=256MB" >/dev/null
+    local opts="-c listen_addresses=127.0.0.1 -p $port -k $pgdata -c max_connections=300 -c shared_buffers=256MB"
+    # pg_stat_statements, where available, shows where database time goes.
+    if [ -e "$("$bin/pg_config" --pkglibdir 2>/dev/null)/pg_stat_statements.so" ]; then
+      opts="$opts -c shared_preload_libraries=pg_stat_statements"
+    fi
+    as_pg "$bin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w -t 60 start -o "$opts" >/dev/null
   fi
   for _ in $(seq 1 50); do
     "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" && { echo "$url"; return; }

@@ -63,7 +63,7 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 	if pool == nil {
 		pool = NewDB(t)
 	}
-	emulator := stripefake.New(stripefake.Options{Logger: Logger(t).Level(zerolog.DebugLevel)})
+	emulator := stripefake.New(stripefake.Options{Logger: Logger(t)})
 	stripeSrv := httptest.NewServer(emulator)
 	t.Cleanup(stripeSrv.Close)
 	t.Cleanup(emulator.ReleaseHangs) // before the server closes: cleanups run last-in first-out

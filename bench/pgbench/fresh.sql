@@ -1,0 +1,57 @@
+-- The SQL ceiling of a fresh payment: the two transactions the service
+-- commits for POST /payments with a new Idempotency-Key, statement for
+-- statement as in db/queries (keep the two in step), without HTTP, auth, the
+-- key lookup before reserving, or the Stripe call. One run of this script is
+-- one payment, so pgbench's tps is payments per second.
+--
+-- Variables (pgbench -D): umin, umax = the range of existing user ids.
+--
+-- pgbench substitutes :name even inside string literals: never write a colon
+-- directly before a letter in a literal.
+\set u random(:umin, :umax)
+\set r random(1, 9223372036854775806)
+
+-- Transaction 1: reserve the key with a lease, create the pending payment and
+-- its audit record, and move the key to payment_created under the lease.
+BEGIN;
+INSERT INTO idempotency_keys (
+    user_id, idempotency_key, request_method, request_path,
+    request_params, request_fingerprint, lock_token, locked_by, locked_at
+) VALUES (
+    :u::bigint, 'pgbench-' || :client_id::bigint || '-' || :r::bigint, 'POST', '/payments',
+    '{"amount":2000,"currency":"usd","payment_method":"pm_card_visa"}',
+    sha256(('pgbench-' || :client_id::bigint || '-' || :r::bigint)::bytea), gen_random_uuid(), NULL, now()
+)
+ON CONFLICT (user_id, idempotency_key) DO NOTHING
+RETURNING id AS key_id, lock_token AS token \gset
+INSERT INTO payments (user_id, idempotency_key_id, amount, currency, payment_method, description)
+VALUES (:u::bigint, :key_id::bigint, 2000, 'usd', 'pm_card_visa', NULL)
+RETURNING id AS payment_id \gset
+INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
+VALUES (:u::bigint, 'payment.created', 'payment', :payment_id::bigint,
+        jsonb_build_object('status', 'pending', 'idempotency_key_id', :key_id::text));
+UPDATE idempotency_keys
+SET recovery_point = 'payment_created', locked_at = now(), last_run_at = now()
+WHERE id = :key_id::bigint AND lock_token = :token::uuid;
+COMMIT;
+
+-- (The service calls Stripe here, outside any transaction.)
+
+-- Transaction 2: record the PaymentIntent and the outcome, audit it, and
+-- finish the key with the stored response, releasing the lease.
+BEGIN;
+UPDATE payments
+SET status = 'succeeded', stripe_payment_intent_id = 'pi_pgbench_' || :payment_id::bigint,
+    failure_code = NULL, failure_message = NULL, updated_at = now()
+WHERE id = :payment_id::bigint;
+INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
+VALUES (:u::bigint, 'payment.succeeded', 'payment', :payment_id::bigint,
+        jsonb_build_object('status', 'succeeded', 'stripe_payment_intent_id', 'pi_pgbench_' || :payment_id::bigint,
+                           'idempotency_key_id', :key_id::text));
+UPDATE idempotency_keys
+SET recovery_point = 'finished', lock_token = NULL, locked_by = NULL, locked_at = NULL,
+    last_run_at = now(), finished_at = now(), response_code = 201,
+    response_headers = '{"Content-Type":"application/json","Location":"/payments/1"}',
+    response_body = convert_to('{"id":' || :payment_id::bigint || ',"amount":2000,"currency":"usd","status":"succeeded","stripe_payment_intent_id":"pi_pgbench_' || :payment_id::bigint || '","description": null,"created_at":"2026-01-01T00:00:00.000000Z"}', 'UTF8')
+WHERE id = :key_id::bigint AND lock_token = :token::uuid;
+COMMIT;

@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Scenario is what one closed-loop HTTP run sends and what it accepts.
+type Scenario struct {
+	// Name labels the run in progress messages.
+	Name string
+	// Request builds the seq-th request of worker w. It is called by that
+	// worker only.
+	Request func(w, seq int) (*http.Request, error)
+	// Accept reports whether a 2xx response is the expected one. Nil
+	// accepts every 2xx.
+	Accept func(resp *http.Response) bool
+}
+
+// loadRun is the shape of one run: conns closed-loop clients, each sending
+// its next request when the previous answer has been read whole, for warmup
+// and then for the measured window.
+type loadRun struct {
+	conns          int
+	warmup, window time.Duration
+}
+
+// recorder is one worker's tally; workers share nothing while running.
+type recorder struct {
+	latencies  []time.Duration
+	total      int
+	nonOK      map[int]int
+	unexpected int
+	errors     int
+}
+
+// Run drives the scenario and returns what the window saw. A request counts
+// in the window when its answer arrived inside it. The client's connections
+// are kept alive between requests and closed at the end.
+func (r loadRun) Run(ctx context.Context, sc Scenario) (Load, error) {
+	transport := &http.Transport{
+		MaxIdleConnsPerHost: r.conns,
+		MaxConnsPerHost:     r.conns,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+	}
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
+
+	start := time.Now()
+	from, to := start.Add(r.warmup), start.Add(r.warmup+r.window)
+	recs := make([]*recorder, r.conns)
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		buildErr error
+	)
+	for w := range r.conns {
+		rec := &recorder{nonOK: map[int]int{}}
+		recs[w] = rec
+		wg.Go(func() {
+			for seq := 0; ctx.Err() == nil && time.Now().Before(to); seq++ {
+				req, err := sc.Request(w, seq)
+				if err != nil {
+					errOnce.Do(func() { buildErr = err })
+					return
+				}
+				rec.do(client, req.WithContext(ctx), sc.Accept, from, to)
+			}
+		})
+	}
+	wg.Wait()
+	if buildErr != nil {
+		return Load{}, buildErr
+	}
+	return merge(recs, r.window), ctx.Err()
+}
+
+// do sends one request and records its outcome.
+func (rec *recorder) do(client *http.Client, req *http.Request, accept func(*http.Response) bool, from, to time.Time) {
+	sent := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		rec.errors++
+		// A refused connection fails at once: do not spin on it.
+		time.Sleep(10 * time.Millisecond)
+		return
+	}
+	_, copyErr := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	done := time.Now()
+	switch {
+	case copyErr != nil:
+		rec.errors++
+		return
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		rec.nonOK[resp.StatusCode]++
+		return
+	case accept != nil && !accept(resp):
+		rec.unexpected++
+		return
+	}
+	rec.total++
+	if !done.Before(from) && done.Before(to) {
+		rec.latencies = append(rec.latencies, done.Sub(sent))
+	}
+}
+
+// merge sums the workers' tallies.
+func merge(recs []*recorder, window time.Duration) Load {
+	var (
+		all  []time.Duration
+		load = Load{NonOK: map[int]int{}}
+	)
+	for _, rec := range recs {
+		all = append(all, rec.latencies...)
+		load.Total += rec.total
+		load.Unexpected += rec.unexpected
+		load.Errors += rec.errors
+		for status, n := range rec.nonOK {
+			load.NonOK[status] += n
+		}
+	}
+	slices.Sort(all)
+	load.OK = len(all)
+	load.Throughput = float64(len(all)) / window.Seconds()
+	load.P50 = ms(percentile(all, 0.50))
+	load.P99 = ms(percentile(all, 0.99))
+	if len(load.NonOK) == 0 {
+		load.NonOK = nil
+	}
+	return load
+}
+
+// percentile is the nearest-rank percentile of sorted samples (0 for none).
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(p*float64(len(sorted))+0.999999) - 1
+	return sorted[max(0, min(rank, len(sorted)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,196 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Results is everything one run measured; the report is rendered from it,
+// and it is saved as JSON so that a report can be rendered again.
+type Results struct {
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Duration and Warmup are the measured window and the warm-up before it
+	// of every load and pgbench run.
+	Duration Seconds `json:"duration"`
+	Warmup   Seconds `json:"warmup"`
+	// Command is how the run was started, as the report should show it.
+	Command string  `json:"command"`
+	Machine Machine `json:"machine"`
+	Users   int     `json:"users"`
+	// ReplayKeys is the number of finished keys per user the replays use.
+	ReplayKeys int `json:"replay_keys"`
+	// StatStatements is "enabled", or why pg_stat_statements is not.
+	StatStatements string `json:"stat_statements"`
+	// WALInspect is "enabled", or why pg_walinspect is not.
+	WALInspect string  `json:"wal_inspect"`
+	Noise      Noise   `json:"noise"`
+	Points     []Point `json:"points"`
+	// Top holds the heaviest statements of the service's fresh and replay
+	// windows, summed over every connection count, when pg_stat_statements
+	// is enabled.
+	Top map[string][]Statement `json:"top,omitempty"`
+}
+
+// Seconds is a duration that encodes as a number of seconds.
+type Seconds float64
+
+// Of converts a duration.
+func Of(d time.Duration) Seconds { return Seconds(d.Seconds()) }
+
+// Duration converts back.
+func (s Seconds) Duration() time.Duration { return time.Duration(float64(s) * float64(time.Second)) }
+
+// Machine describes where the run happened.
+type Machine struct {
+	CPUs              int    `json:"cpus"`
+	CPUModel          string `json:"cpu_model"`
+	Memory            string `json:"memory"`
+	Kernel            string `json:"kernel"`
+	GoVersion         string `json:"go_version"`
+	PostgresVersion   string `json:"postgres_version"`
+	Fsync             string `json:"fsync"`
+	SynchronousCommit string `json:"synchronous_commit"`
+	SharedBuffers     string `json:"shared_buffers"`
+	PreloadLibraries  string `json:"shared_preload_libraries"`
+	PgbenchVersion    string `json:"pgbench_version"`
+}
+
+// Noise is the bench database's background activity with the service idle:
+// its workers' polling, autovacuum, and (for transaction ids, which are
+// counted cluster-wide) everyone else on the server.
+type Noise struct {
+	Seconds    float64 `json:"seconds"`
+	XactPerSec float64 `json:"xact_per_sec"`
+	XidPerSec  float64 `json:"xid_per_sec"`
+	// WritesPerSec is the bench database's writing transactions, and
+	// PhaseWritesPerSec those that wrote idempotency_keys, from the WAL.
+	WritesPerSec      float64 `json:"writes_per_sec"`
+	PhaseWritesPerSec float64 `json:"phase_writes_per_sec"`
+}
+
+// Point is everything measured at one connection count.
+type Point struct {
+	Conns         int     `json:"conns"`
+	Fresh         Load    `json:"fresh"`
+	Emulator      Load    `json:"emulator"`
+	Replay        Load    `json:"replay"`
+	FreshCeiling  Ceiling `json:"fresh_ceiling"`
+	ReplayCeiling Ceiling `json:"replay_ceiling"`
+	Commits       Commits `json:"commits"`
+}
+
+// Load is one closed-loop HTTP run.
+type Load struct {
+	// Throughput is successful requests per second in the window.
+	Throughput float64 `json:"throughput"`
+	P50        float64 `json:"p50_ms"`
+	P99        float64 `json:"p99_ms"`
+	// OK counts successes in the window; Total counts every success of
+	// the run, warm-up and the requests in flight at its end included.
+	OK    int `json:"ok"`
+	Total int `json:"total"`
+	// NonOK counts the responses that were not 2xx, by status, over the
+	// whole run (409s are among them).
+	NonOK map[int]int `json:"non_2xx,omitempty"`
+	// Unexpected counts 2xx responses that were still wrong: a replay
+	// without Idempotent-Replayed: true, say.
+	Unexpected int `json:"unexpected"`
+	// Errors counts transport errors: no HTTP response at all.
+	Errors int `json:"errors"`
+}
+
+// Conflicts is the number of 409s.
+func (l Load) Conflicts() int { return l.NonOK[409] }
+
+// Failures is every request that went wrong other than a 409.
+func (l Load) Failures() int {
+	n := l.Unexpected + l.Errors
+	for status, count := range l.NonOK {
+		if status != 409 {
+			n += count
+		}
+	}
+	return n
+}
+
+// Ceiling is one pgbench run.
+type Ceiling struct {
+	TPS          float64 `json:"tps"`
+	P50          float64 `json:"p50_ms"`
+	P99          float64 `json:"p99_ms"`
+	Transactions int     `json:"transactions"`
+	Failed       int     `json:"failed"`
+	// XactPerScript is the xact_commit delta per script run: 2 for
+	// fresh.sql, which validates the commit accounting.
+	XactPerScript float64 `json:"xact_per_script,omitempty"`
+	// WritesPerScript is the writing transactions per script, from the
+	// WAL: 2 for fresh.sql.
+	WritesPerScript float64 `json:"writes_per_script,omitempty"`
+}
+
+// Commits is the commit accounting of one fresh run.
+type Commits struct {
+	Payments      int     `json:"payments"`
+	WindowSeconds float64 `json:"window_seconds"`
+	// Xact and Xid are the raw deltas over the window.
+	Xact int64 `json:"xact"`
+	Xid  int64 `json:"xid"`
+	// Writes is the number of transactions that wrote to the bench
+	// database and PhaseWrites of those that wrote idempotency_keys (the
+	// phase commits), from the WAL; -1 when the WAL could not be read.
+	Writes      int64 `json:"writes"`
+	PhaseWrites int64 `json:"phase_writes"`
+	// The figures per payment are net of the background rate and of the
+	// harness's own queries.
+	XactPerPayment         float64 `json:"xact_per_payment"`
+	XidPerPayment          float64 `json:"xid_per_payment"`
+	WritesPerPayment       float64 `json:"writes_per_payment"`
+	PhaseCommitsPerPayment float64 `json:"phase_commits_per_payment"`
+	// CommitStatements counts COMMIT statements per payment, from
+	// pg_stat_statements when it is enabled (0 otherwise).
+	CommitStatements float64 `json:"commit_statements_per_payment,omitempty"`
+}
+
+// WritingPerPayment is the best count of writing transactions per payment:
+// from the WAL when it could be read, else from the cluster-wide counter.
+func (c Commits) WritingPerPayment() (float64, string) {
+	if c.Writes >= 0 {
+		return c.WritesPerPayment, "WAL"
+	}
+	return c.XidPerPayment, "xid"
+}
+
+// Statement is one pg_stat_statements entry over the service's windows.
+type Statement struct {
+	Query       string  `json:"query"`
+	Calls       int64   `json:"calls"`
+	TotalMs     float64 `json:"total_ms"`
+	MeanMs      float64 `json:"mean_ms"`
+	PerRequest  float64 `json:"calls_per_request"`
+	ShareOfTime float64 `json:"share"`
+}
+
+// Save writes r as indented JSON.
+func (r *Results) Save(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// LoadResults reads what Save wrote.
+func LoadResults(path string) (*Results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("error decoding %s: %w", path, err)
+	}
+	return &r, nil
+}

@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Statements reads pg_stat_statements over a connection to the bench
+// database (the extension's view lives there). Every reading is one
+// transaction in that database, which the commit accounting subtracts.
+type Statements struct {
+	conn *pgx.Conn
+}
+
+// statementStats is one pg_stat_statements entry.
+type statementStats struct {
+	query   string
+	calls   int64
+	totalMs float64
+}
+
+// snapshot is pg_stat_statements at one moment, by query id.
+type snapshot map[int64]statementStats
+
+// EnableStatements creates pg_stat_statements in the bench database at
+// benchURL and checks that it works, which it only does when the server
+// preloads it (shared_preload_libraries). It returns nil and the reason when
+// it is not available.
+func EnableStatements(ctx context.Context, benchURL string) (*Statements, string) {
+	cfg, err := pgx.ParseConfig(benchURL)
+	if err != nil {
+		return nil, err.Error()
+	}
+	// One round trip and one transaction per query, with no statement
+	// preparation, so the accounting knows exactly what readings cost.
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, "could not connect: " + err.Error()
+	}
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		_ = conn.Close(ctx)
+		return nil, "CREATE EXTENSION failed: " + firstLine(err)
+	}
+	s := &Statements{conn: conn}
+	if _, err := s.snapshot(ctx); err != nil {
+		_, _ = conn.Exec(ctx, "DROP EXTENSION IF EXISTS pg_stat_statements")
+		_ = conn.Close(ctx)
+		return nil, "not loadable (the server does not have it in shared_preload_libraries): " + firstLine(err)
+	}
+	return s, "enabled"
+}
+
+// Close closes the connection.
+func (s *Statements) Close(ctx context.Context) {
+	if s != nil {
+		_ = s.conn.Close(ctx)
+	}
+}
+
+// snapshot reads every entry of the bench database but its own queries.
+func (s *Statements) snapshot(ctx context.Context) (snapshot, error) {
+	rows, err := s.conn.Query(ctx, `
+		SELECT queryid, calls, total_exec_time, query FROM pg_stat_statements
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND query NOT LIKE '%pg_stat_statements%'`)
+	if err != nil {
+		return nil, err
+	}
+	snap := snapshot{}
+	for rows.Next() {
+		var (
+			id int64
+			st statementStats
+		)
+		if err := rows.Scan(&id, &st.calls, &st.totalMs, &st.query); err != nil {
+			return nil, err
+		}
+		snap[id] = st
+	}
+	return snap, rows.Err()
+}
+
+// Snapshot is snapshot for a Statements that may be nil (disabled).
+func (s *Statements) Snapshot(ctx context.Context) (snapshot, error) {
+	if s == nil {
+		return nil, nil
+	}
+	snap, err := s.snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("error reading pg_stat_statements: %w", err)
+	}
+	return snap, nil
+}
+
+// Readings is how many transactions a Snapshot costs in the bench database.
+func (s *Statements) Readings() int {
+	if s == nil {
+		return 0
+	}
+	return 1
+}
+
+// addDelta adds what happened between a and b to sum.
+func addDelta(sum, a, b snapshot) {
+	for id, st := range b {
+		prev := a[id]
+		if st.calls == prev.calls {
+			continue
+		}
+		acc := sum[id]
+		acc.query = st.query
+		acc.calls += st.calls - prev.calls
+		acc.totalMs += st.totalMs - prev.totalMs
+		sum[id] = acc
+	}
+}
+
+// commits counts COMMIT statements in a delta.
+func (snap snapshot) commits() int64 {
+	var n int64
+	for _, st := range snap {
+		if strings.EqualFold(strings.TrimSpace(st.query), "commit") {
+			n += st.calls
+		}
+	}
+	return n
+}
+
+// top returns the n statements with the most execution time, with their
+// calls per request.
+func (snap snapshot) top(n, requests int) []Statement {
+	var total float64
+	list := make([]Statement, 0, len(snap))
+	for _, st := range snap {
+		total += st.totalMs
+		list = append(list, Statement{Query: oneLine(st.query), Calls: st.calls, TotalMs: st.totalMs,
+			MeanMs: st.totalMs / float64(st.calls)})
+	}
+	slices.SortFunc(list, func(a, b Statement) int {
+		switch {
+		case a.TotalMs > b.TotalMs:
+			return -1
+		case a.TotalMs < b.TotalMs:
+			return 1
+		}
+		return strings.Compare(a.Query, b.Query)
+	})
+	list = list[:min(n, len(list))]
+	for i := range list {
+		if requests > 0 {
+			list[i].PerRequest = float64(list[i].Calls) / float64(requests)
+		}
+		if total > 0 {
+			list[i].ShareOfTime = list[i].TotalMs / total
+		}
+	}
+	return list
+}
+
+// oneLine squeezes a query's white space for a table cell.
+func oneLine(q string) string {
+	q = strings.Join(strings.Fields(q), " ")
+	if len(q) > 160 {
+		q = q[:157] + "..."
+	}
+	return q
+}
+
+// firstLine is an error message's first line.
+func firstLine(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
+}
