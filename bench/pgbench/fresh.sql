@@ -24,12 +24,17 @@ INSERT INTO idempotency_keys (
 )
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING id AS key_id, lock_token AS token \gset
-INSERT INTO payments (user_id, idempotency_key_id, amount, currency, payment_method, description)
-VALUES (:u::bigint, :key_id::bigint, 2000, 'usd', 'pm_card_visa', NULL)
-RETURNING id AS payment_id \gset
-INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
-VALUES (:u::bigint, 'payment.created', 'payment', :payment_id::bigint,
-        jsonb_build_object('status', 'pending', 'idempotency_key_id', :key_id::text));
+WITH payment AS (
+    INSERT INTO payments (user_id, idempotency_key_id, amount, currency, payment_method, description)
+    VALUES (:u::bigint, :key_id::bigint, 2000, 'usd', 'pm_card_visa', NULL)
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
+    SELECT p.user_id, 'payment.created', 'payment', p.id,
+           jsonb_build_object('status', p.status, 'idempotency_key_id', p.idempotency_key_id)
+    FROM payment AS p
+)
+SELECT id AS payment_id FROM payment \gset
 UPDATE idempotency_keys
 SET recovery_point = 'payment_created', locked_at = now(), last_run_at = now()
 WHERE id = :key_id::bigint AND lock_token = :token::uuid;
@@ -40,14 +45,25 @@ COMMIT;
 -- Transaction 2: record the PaymentIntent and the outcome, audit it, and
 -- finish the key with the stored response, releasing the lease.
 BEGIN;
-UPDATE payments
-SET status = 'succeeded', stripe_payment_intent_id = 'pi_pgbench_' || :payment_id::bigint,
-    failure_code = NULL, failure_message = NULL, updated_at = now()
-WHERE id = :payment_id::bigint;
-INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
-VALUES (:u::bigint, 'payment.succeeded', 'payment', :payment_id::bigint,
-        jsonb_build_object('status', 'succeeded', 'stripe_payment_intent_id', 'pi_pgbench_' || :payment_id::bigint,
-                           'idempotency_key_id', :key_id::text));
+WITH payment AS (
+    UPDATE payments
+    SET status = 'succeeded', stripe_payment_intent_id = 'pi_pgbench_' || :payment_id::bigint,
+        failure_code = NULL, failure_message = NULL, updated_at = now()
+    WHERE payments.id = :payment_id::bigint
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
+    SELECT p.user_id, 'payment.' || p.status, 'payment', p.id,
+           jsonb_strip_nulls(jsonb_build_object('status', p.status,
+               'stripe_payment_intent_id', p.stripe_payment_intent_id,
+               'failure_code', p.failure_code, 'idempotency_key_id', p.idempotency_key_id))
+    FROM payment AS p
+)
+SELECT id FROM payment;
+-- The transactional outbox: the receipt job, as River's InsertTx writes it.
+INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, tags)
+VALUES (jsonb_build_object('payment_id', :payment_id::bigint), 'receipt', 25, 1, 'default', 'scheduled',
+        now() + interval '100 years', '{}'); -- scheduled far ahead: no worker of a running service picks it up
 UPDATE idempotency_keys
 SET recovery_point = 'finished', lock_token = NULL, locked_by = NULL, locked_at = NULL,
     last_run_at = now(), finished_at = now(), response_code = 201,

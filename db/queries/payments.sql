@@ -1,10 +1,21 @@
+-- PaymentInsert creates the pending payment and its audit record in one
+-- statement: one round trip inside the phase transaction.
 -- name: PaymentInsert :one
-INSERT INTO payments (
-    user_id, idempotency_key_id, amount, currency, payment_method, description
-) VALUES (
-    @user_id, @idempotency_key_id, @amount, @currency, @payment_method, @description
+WITH payment AS (
+    INSERT INTO payments (
+        user_id, idempotency_key_id, amount, currency, payment_method, description
+    ) VALUES (
+        @user_id, @idempotency_key_id, @amount, @currency, @payment_method, @description
+    )
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
+    SELECT p.user_id, 'payment.created', 'payment', p.id,
+           jsonb_build_object('status', p.status, 'idempotency_key_id', p.idempotency_key_id)
+    FROM payment AS p
 )
-RETURNING *;
+SELECT *
+FROM payment;
 
 -- name: PaymentGetByIdempotencyKeyID :one
 SELECT *
@@ -19,12 +30,27 @@ FROM payments
 WHERE id = @id
   AND user_id = @user_id;
 
+-- PaymentRecordOutcome records the charge's outcome and audits it, in one
+-- statement.
 -- name: PaymentRecordOutcome :one
-UPDATE payments
-SET status                   = @status,
-    stripe_payment_intent_id = @stripe_payment_intent_id,
-    failure_code             = @failure_code,
-    failure_message          = @failure_message,
-    updated_at               = now()
-WHERE id = @id
-RETURNING *;
+WITH payment AS (
+    UPDATE payments
+    SET status                   = @status,
+        stripe_payment_intent_id = @stripe_payment_intent_id,
+        failure_code             = @failure_code,
+        failure_message          = @failure_message,
+        updated_at               = now()
+    WHERE payments.id = sqlc.arg(id)
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
+    SELECT p.user_id, 'payment.' || p.status, 'payment', p.id,
+           jsonb_strip_nulls(jsonb_build_object(
+               'status', p.status,
+               'stripe_payment_intent_id', p.stripe_payment_intent_id,
+               'failure_code', p.failure_code,
+               'idempotency_key_id', p.idempotency_key_id))
+    FROM payment AS p
+)
+SELECT *
+FROM payment;

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -79,6 +80,19 @@ func TestCreatePayment(t *testing.T) {
 	require.Len(t, pis, 1)
 	require.Equal(t, *p.StripePaymentIntentID, pis[0].ID)
 	require.Equal(t, itoa(p.ID), pis[0].Metadata["payment_id"])
+
+	// Each phase audited what it did, in its own transaction.
+	rows, err := svc.Pool.Query(context.Background(),
+		"SELECT action, data->>'status', coalesce(data->>'stripe_payment_intent_id', '') FROM audit_records WHERE resource_id = $1 ORDER BY id", p.ID)
+	require.NoError(t, err)
+	var audit []string
+	for rows.Next() {
+		var action, status, pi string
+		require.NoError(t, rows.Scan(&action, &status, &pi))
+		audit = append(audit, action+" "+status+" "+pi)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"payment.created pending ", "payment.succeeded succeeded " + *p.StripePaymentIntentID}, audit)
 }
 
 func TestReplayIsByteForByte(t *testing.T) {
@@ -193,6 +207,10 @@ func TestDeclineIsStoredAndReplayed(t *testing.T) {
 
 	stored := svc.Do(t, http.MethodGet, "/payments/"+itoa(p.PaymentID), "", "Authorization", "Bearer "+apiKey)
 	require.Equal(t, "failed", decode[payment](t, stored).Status)
+	var failureCode string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT data->>'failure_code' FROM audit_records WHERE resource_id = $1 AND action = 'payment.failed'", p.PaymentID).Scan(&failureCode))
+	require.Equal(t, "generic_decline", failureCode)
 }
 
 func TestUnknownPaymentMethodIsADefiniteRejection(t *testing.T) {

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 )
 
 const paymentGetByIDForUser = `-- name: PaymentGetByIDForUser :one
@@ -72,12 +73,21 @@ func (q *Queries) PaymentGetByIdempotencyKeyID(ctx context.Context, db DBTX, ide
 }
 
 const paymentInsert = `-- name: PaymentInsert :one
-INSERT INTO payments (
-    user_id, idempotency_key_id, amount, currency, payment_method, description
-) VALUES (
-    $1, $2, $3, $4, $5, $6
+WITH payment AS (
+    INSERT INTO payments (
+        user_id, idempotency_key_id, amount, currency, payment_method, description
+    ) VALUES (
+        $1, $2, $3, $4, $5, $6
+    )
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at
+), audit AS (
+    INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
+    SELECT p.user_id, 'payment.created', 'payment', p.id,
+           jsonb_build_object('status', p.status, 'idempotency_key_id', p.idempotency_key_id)
+    FROM payment AS p
 )
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at
+FROM payment
 `
 
 type PaymentInsertParams struct {
@@ -89,7 +99,25 @@ type PaymentInsertParams struct {
 	Description      *string
 }
 
-func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg *PaymentInsertParams) (*Payment, error) {
+type PaymentInsertRow struct {
+	ID                    int64
+	UserID                int64
+	IdempotencyKeyID      *int64
+	Amount                int64
+	Currency              string
+	PaymentMethod         string
+	Description           *string
+	Status                string
+	StripePaymentIntentID *string
+	FailureCode           *string
+	FailureMessage        *string
+	CreatedAt             time.Time
+	UpdatedAt             time.Time
+}
+
+// PaymentInsert creates the pending payment and its audit record in one
+// statement: one round trip inside the phase transaction.
+func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg *PaymentInsertParams) (*PaymentInsertRow, error) {
 	row := db.QueryRow(ctx, paymentInsert,
 		arg.UserID,
 		arg.IdempotencyKeyID,
@@ -98,7 +126,7 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg *PaymentInsert
 		arg.PaymentMethod,
 		arg.Description,
 	)
-	var i Payment
+	var i PaymentInsertRow
 	err := row.Scan(
 		&i.ID,
 		&i.UserID,
@@ -118,14 +146,27 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg *PaymentInsert
 }
 
 const paymentRecordOutcome = `-- name: PaymentRecordOutcome :one
-UPDATE payments
-SET status                   = $1,
-    stripe_payment_intent_id = $2,
-    failure_code             = $3,
-    failure_message          = $4,
-    updated_at               = now()
-WHERE id = $5
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at
+WITH payment AS (
+    UPDATE payments
+    SET status                   = $1,
+        stripe_payment_intent_id = $2,
+        failure_code             = $3,
+        failure_message          = $4,
+        updated_at               = now()
+    WHERE payments.id = $5
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at
+), audit AS (
+    INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
+    SELECT p.user_id, 'payment.' || p.status, 'payment', p.id,
+           jsonb_strip_nulls(jsonb_build_object(
+               'status', p.status,
+               'stripe_payment_intent_id', p.stripe_payment_intent_id,
+               'failure_code', p.failure_code,
+               'idempotency_key_id', p.idempotency_key_id))
+    FROM payment AS p
+)
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at
+FROM payment
 `
 
 type PaymentRecordOutcomeParams struct {
@@ -136,7 +177,25 @@ type PaymentRecordOutcomeParams struct {
 	ID                    int64
 }
 
-func (q *Queries) PaymentRecordOutcome(ctx context.Context, db DBTX, arg *PaymentRecordOutcomeParams) (*Payment, error) {
+type PaymentRecordOutcomeRow struct {
+	ID                    int64
+	UserID                int64
+	IdempotencyKeyID      *int64
+	Amount                int64
+	Currency              string
+	PaymentMethod         string
+	Description           *string
+	Status                string
+	StripePaymentIntentID *string
+	FailureCode           *string
+	FailureMessage        *string
+	CreatedAt             time.Time
+	UpdatedAt             time.Time
+}
+
+// PaymentRecordOutcome records the charge's outcome and audits it, in one
+// statement.
+func (q *Queries) PaymentRecordOutcome(ctx context.Context, db DBTX, arg *PaymentRecordOutcomeParams) (*PaymentRecordOutcomeRow, error) {
 	row := db.QueryRow(ctx, paymentRecordOutcome,
 		arg.Status,
 		arg.StripePaymentIntentID,
@@ -144,7 +203,7 @@ func (q *Queries) PaymentRecordOutcome(ctx context.Context, db DBTX, arg *Paymen
 		arg.FailureMessage,
 		arg.ID,
 	)
-	var i Payment
+	var i PaymentRecordOutcomeRow
 	err := row.Scan(
 		&i.ID,
 		&i.UserID,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -61,7 +60,7 @@ func (f *flow) createPayment(ctx context.Context, tx pgx.Tx, run *phases.Run, _ 
 	if err := json.Unmarshal(run.Key.RequestParams, &p); err != nil {
 		return phases.Transition{}, fmt.Errorf("error decoding stored request: %w", err)
 	}
-	payment, err := f.queries.PaymentInsert(ctx, tx, &dbsqlc.PaymentInsertParams{
+	row, err := f.queries.PaymentInsert(ctx, tx, &dbsqlc.PaymentInsertParams{
 		UserID:           run.Key.UserID,
 		IdempotencyKeyID: &run.Key.ID,
 		Amount:           p.Amount,
@@ -72,10 +71,8 @@ func (f *flow) createPayment(ctx context.Context, tx pgx.Tx, run *phases.Run, _ 
 	if err != nil {
 		return phases.Transition{}, fmt.Errorf("error inserting payment: %w", err)
 	}
-	if err := f.audit(ctx, tx, payment, "payment.created", nil); err != nil {
-		return phases.Transition{}, err
-	}
-	run.State = payment
+	// The query's row is a payment row under another name (a CTE's).
+	run.State = (*dbsqlc.Payment)(row)
 	return phases.AdvanceTo(PaymentCreated), nil
 }
 
@@ -107,17 +104,14 @@ func (f *flow) recordCharge(ctx context.Context, tx pgx.Tx, run *phases.Run, cal
 	if charge.PaymentIntentID != "" {
 		update.StripePaymentIntentID = &charge.PaymentIntentID
 	}
-	action := "payment.succeeded"
 	if !charge.Succeeded {
 		update.Status, update.FailureCode, update.FailureMessage = StatusFailed, &charge.Code, &charge.Message
-		action = "payment.failed"
 	}
-	if payment, err = f.queries.PaymentRecordOutcome(ctx, tx, update); err != nil {
+	row, err := f.queries.PaymentRecordOutcome(ctx, tx, update)
+	if err != nil {
 		return phases.Transition{}, fmt.Errorf("error recording charge: %w", err)
 	}
-	if err := f.audit(ctx, tx, payment, action, charge); err != nil {
-		return phases.Transition{}, err
-	}
+	payment = (*dbsqlc.Payment)(row)
 	run.State = payment
 	switch {
 	case charge.Succeeded:
@@ -153,28 +147,4 @@ func (f *flow) payment(ctx context.Context, dbtx dbsqlc.DBTX, run *phases.Run) (
 	}
 	run.State = p
 	return p, nil
-}
-
-func (f *flow) audit(ctx context.Context, tx pgx.Tx, p *dbsqlc.Payment, action string, charge *Charge) error {
-	data := map[string]string{"status": p.Status}
-	if charge != nil {
-		data["stripe_payment_intent_id"] = charge.PaymentIntentID
-		if charge.Code != "" {
-			data["failure_code"] = charge.Code
-		}
-	}
-	if p.IdempotencyKeyID != nil {
-		data["idempotency_key_id"] = strconv.FormatInt(*p.IdempotencyKeyID, 10)
-	}
-	raw, err := json.Marshal(data)
-	if err != nil {
-		return fmt.Errorf("error encoding audit data: %w", err)
-	}
-	err = f.queries.AuditRecordInsert(ctx, tx, &dbsqlc.AuditRecordInsertParams{
-		UserID: p.UserID, Action: action, ResourceType: "payment", ResourceID: p.ID, Data: raw,
-	})
-	if err != nil {
-		return fmt.Errorf("error inserting audit record: %w", err)
-	}
-	return nil
 }
