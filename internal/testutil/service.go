@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,6 +55,21 @@ type Service struct {
 	Stripe *stripefake.Server
 	App    *app.App
 	Client *http.Client
+
+	stop     context.CancelFunc
+	done     chan error
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Stop shuts the service down gracefully, as SIGTERM does, and returns
+// what Run returned. Later calls return the same.
+func (s *Service) Stop() error {
+	s.stopOnce.Do(func() {
+		s.stop()
+		s.stopErr = <-s.done
+	})
+	return s.stopErr
 }
 
 // StartService starts a service for the test and stops it when the test ends.
@@ -99,21 +115,22 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 		t.Fatalf("error listening: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("error serving: %v", err)
-		}
-	})
-	return &Service{
+	svc := &Service{
 		URL:    "http://" + ln.Addr().String(),
 		Pool:   pool,
 		Stripe: emulator,
 		App:    a,
 		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}},
+		stop:   cancel,
+		done:   make(chan error, 1),
 	}
+	go func() { svc.done <- a.Run(ctx, ln) }()
+	t.Cleanup(func() {
+		if err := svc.Stop(); err != nil {
+			t.Errorf("error serving: %v", err)
+		}
+	})
+	return svc
 }
 
 var userCounter atomic.Int64
