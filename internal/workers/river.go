@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,9 +47,17 @@ func NewClient(pool *pgxpool.Pool, engine *phases.Engine, cfg Config) (*river.Cl
 	river.AddWorker(workers, reaper)
 
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:  cfg.RiverLog,
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 8}},
-		Workers: workers,
+		// A process killed mid-job leaves its jobs 'running'. River rescues
+		// them only after RescueStuckJobsAfter (an hour by default), which
+		// would hold a receipt back that long: rescue after 20s instead.
+		// A rescued job may overlap a slow first run of it; both workers
+		// are safe to run twice (receipts are unique per payment, and the
+		// completer's keys are leased and fenced).
+		JobTimeout:           15 * time.Second,
+		RescueStuckJobsAfter: 20 * time.Second,
+		Logger:               cfg.RiverLog,
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 8}},
+		Workers:              workers,
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.Completer.Interval),
 				func() (river.JobArgs, *river.InsertOpts) { return CompleterArgs{}, nil },

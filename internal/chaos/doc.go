@@ -1,0 +1,66 @@
+// Package chaos is paymentsd's fault run, `make chaos`: it drives real
+// clients against several real `paymentsd serve` processes while it breaks
+// everything underneath them, and then proves that no client intent was
+// charged twice, lost, or answered inconsistently.
+//
+// # The story of a run
+//
+//  1. Setup (setup.go, postgres.go, fleet.go, process.go). The harness starts a Postgres cluster of its own
+//     (scripts/postgres.sh with PAYMENTSD_PGDATA and PAYMENTSD_PGPORT), so it
+//     may restart it; creates a fresh database, paymentsd_chaos; applies the
+//     migrations with `paymentsd migrate`; starts the Stripe emulator
+//     (`paymentsd stripefake`) and -serve `paymentsd serve` processes on
+//     distinct ports; and creates a few users with `paymentsd users create`.
+//     Every process writes its log under .tmp/chaos-logs/.
+//
+//  2. Load (client.go, intent.go; run.go orchestrates every step). -clients concurrent clients each loop:
+//     a fresh Idempotency-Key and body (a random amount in usd, mostly
+//     pm_card_visa, about one in ten pm_card_chargeDeclined), POSTed to a
+//     random serve process and retried with the same key and body, with
+//     exponential backoff and jitter and honouring Retry-After, until a
+//     definite answer (201, 402, or a 400 payment-rejected). About 15% of
+//     intents give up after one or two attempts, leaving the key for the
+//     completer to finish. Every intent is recorded before its first send.
+//
+//  3. Faults (controller.go, emulator.go). The emulator fails PaymentIntent
+//     creates at random (500s, answers lost after the charge, hangs longer
+//     than paymentsd's Stripe timeout, latency). A controller SIGKILLs a
+//     random serve process every -kill-every (±20%) and restarts it a second
+//     or two later, and restarts Postgres once (stop -m fast, start) in the
+//     middle of the run. A supervisor restarts any serve process that exits
+//     on its own, as systemd would. Every injection is logged with a
+//     timestamp (events.go).
+//
+//  4. Drain (drain.go). At the end of -duration the controller stops, the
+//     emulator's faults are turned off and its hung requests released, every
+//     serve process is brought up and made ready, clients start no new
+//     intents (they may finish the one they hold), and the harness waits,
+//     within -drain, until no idempotency key is unfinished and no receipt
+//     job is pending.
+//
+//  5. Verdict (snapshot.go, invariants.go, check.go, report.go). The harness reads the
+//     keys, payments, receipts and receipt jobs from Postgres and every
+//     PaymentIntent from the emulator, checks the invariants below, prints a
+//     table, and exits non-zero on any violation:
+//
+//  1. every intent has exactly one key row, finished with 201 or 402;
+//
+//  2. a 201 has exactly one succeeded PaymentIntent for its payment, which
+//     the payment row records as succeeded; a 402 has none and a failed
+//     payment; a client that got a definite answer got exactly the stored
+//     one; the outcome matches the card;
+//
+//  3. every PaymentIntent names an existing payment, and no payment has two
+//     succeeded PaymentIntents;
+//
+//  4. exactly one receipt, and one receipt job, per succeeded payment, and
+//     none for a failed one;
+//
+//  5. every key finished within -drain after the faults stopped.
+//
+// Client choices (users, amounts, cards, give-ups, which process, backoff
+// jitter) and the controller's choices (whom to kill, when) come from -seed.
+// The interleaving with real processes is not reproducible, but a failure
+// names the keys, payments and timestamps to look up in the logs and the
+// database, which the harness leaves in place after the run.
+package chaos

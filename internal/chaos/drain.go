@@ -1,0 +1,86 @@
+package chaos
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Drain is how the service settled after the faults stopped.
+type Drain struct {
+	// KeysDone is set when no key was left unfinished and every client had
+	// stopped, KeysAfter after the faults stopped.
+	KeysDone  bool
+	KeysAfter time.Duration
+	// Unfinished is the last count of unfinished keys seen.
+	Unfinished int64
+	// ReceiptsDone is set when no receipt job was left to run, ReceiptsAfter
+	// after the faults stopped.
+	ReceiptsDone  bool
+	ReceiptsAfter time.Duration
+	// PendingJobs is the last count of receipt jobs not yet run.
+	PendingJobs int64
+}
+
+const (
+	countUnfinished  = `SELECT count(*) FROM idempotency_keys WHERE recovery_point <> 'finished'`
+	countPendingJobs = `SELECT count(*) FROM river_job
+		WHERE kind = 'receipt' AND state NOT IN ('completed', 'discarded', 'cancelled')`
+)
+
+// WaitDrain waits, until since+bound, for every key to finish (with every
+// client stopped, so that no key is still on its way in) and then for every
+// receipt job to run.
+func WaitDrain(ctx context.Context, pool *pgxpool.Pool, ev *Events, since time.Time, bound time.Duration,
+	clientsDone <-chan struct{}) Drain {
+	ctx, cancel := context.WithDeadline(ctx, since.Add(bound))
+	defer cancel()
+	var d Drain
+	done := false
+	d.KeysDone = poll(ctx, ev, "unfinished keys", &d.Unfinished, func() bool {
+		select {
+		case <-clientsDone:
+			done = true
+		default:
+		}
+		if err := pool.QueryRow(ctx, countUnfinished).Scan(&d.Unfinished); err != nil {
+			ev.Logf(EventHarnessErr, "counting unfinished keys: %v", err)
+			return false
+		}
+		return done && d.Unfinished == 0
+	})
+	if d.KeysDone {
+		d.KeysAfter = time.Since(since)
+	}
+	d.ReceiptsDone = poll(ctx, ev, "pending receipt jobs", &d.PendingJobs, func() bool {
+		if err := pool.QueryRow(ctx, countPendingJobs).Scan(&d.PendingJobs); err != nil {
+			ev.Logf(EventHarnessErr, "counting receipt jobs: %v", err)
+			return false
+		}
+		return d.PendingJobs == 0
+	})
+	if d.ReceiptsDone {
+		d.ReceiptsAfter = time.Since(since)
+	}
+	return d
+}
+
+// poll calls check every 250 ms until it returns true (then poll does) or
+// ctx ends (then poll returns false). Every 5 s it logs the count of what it
+// waits for.
+func poll(ctx context.Context, ev *Events, what string, count *int64, check func() bool) bool {
+	last := time.Now()
+	for !check() {
+		if time.Since(last) >= 5*time.Second {
+			last = time.Now()
+			ev.Logf(EventProgress, "draining: %d %s", *count, what)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return true
+}

@@ -1,0 +1,124 @@
+package chaos
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Cards the clients pay with.
+const (
+	CardVisa     = "pm_card_visa"
+	CardDeclined = "pm_card_chargeDeclined"
+)
+
+// Intent is one client intent: one Idempotency-Key and one body, sent as
+// often as the client chose to.
+type Intent struct {
+	Client int
+	User   User
+	Key    string
+	Body   []byte
+	Card   string
+	Amount int64
+	// GiveUpAfter is the attempt after which the client gives up without a
+	// definite answer; 0 means it never does.
+	GiveUpAfter int
+
+	Attempts int
+	// Labels are the answers of the attempts in order: a status code, or
+	// the kind of transport error.
+	Labels []string
+	// Status and Response are the definite answer, if the client got one.
+	Status   int
+	Response []byte
+	Replayed bool
+	// GaveUp: the client gave up by design; Abandoned: the run ended first.
+	GaveUp, Abandoned bool
+	// MustExist is set once an answer proved the key was stored (a 409 for
+	// it, a 503 from the processor, a definite answer).
+	MustExist bool
+	// Unexpected is a final answer that is neither definite nor retryable.
+	Unexpected string
+
+	Started, Ended time.Time
+}
+
+// Definite reports whether the client got a definite answer.
+func (in *Intent) Definite() bool { return in.Status != 0 }
+
+// Ledger records every intent and every attempt's answer.
+type Ledger struct {
+	mu      sync.Mutex
+	intents []*Intent
+	answers map[string]int
+}
+
+// NewLedger returns an empty ledger.
+func NewLedger() *Ledger { return &Ledger{answers: map[string]int{}} }
+
+// Add records an intent before its first attempt.
+func (l *Ledger) Add(in *Intent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.intents = append(l.intents, in)
+}
+
+// Answer records one attempt's answer.
+func (l *Ledger) Answer(in *Intent, label string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	in.Attempts++
+	in.Labels = append(in.Labels, label)
+	l.answers[label]++
+}
+
+// Finish records how an intent ended; the client calls it once.
+func (l *Ledger) Finish(in *Intent, update func(in *Intent)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	update(in)
+	in.Ended = time.Now()
+}
+
+// Intents returns the recorded intents. Call it once the clients stopped.
+func (l *Ledger) Intents() []*Intent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*Intent(nil), l.intents...)
+}
+
+// Answers returns the count of each attempt answer, ordered by label.
+func (l *Ledger) Answers() []LabelCount {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]LabelCount, 0, len(l.answers))
+	for k, v := range l.answers {
+		out = append(out, LabelCount{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Label < out[j].Label })
+	return out
+}
+
+// Progress is a one-line summary for the progress events.
+func (l *Ledger) Progress() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	attempts, declined := 0, 0
+	for label, n := range l.answers {
+		attempts += n
+		if strings.HasPrefix(label, "402") {
+			declined += n
+		}
+	}
+	return strconv.Itoa(len(l.intents)) + " intents, " + strconv.Itoa(attempts) + " attempts, " +
+		strconv.Itoa(l.answers["201"]) + " created, " + strconv.Itoa(declined) + " declined"
+}
+
+// LabelCount is how often one answer was seen.
+type LabelCount struct {
+	Label string
+	Count int
+}

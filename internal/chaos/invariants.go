@@ -1,0 +1,226 @@
+package chaos
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/paymentsd/paymentsd/internal/stripefake"
+)
+
+// Verify checks the invariants of the run (see the package documentation)
+// against the snapshot taken after the drain.
+func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration) *Verdict {
+	v := &Verdict{JobsRerun: snap.JobsRerun}
+	keys := &Check{N: 1, Name: "one finished key (201/402) per intent"}
+	outcomes := &Check{N: 2, Name: "outcome = PaymentIntent = payment row = client's answer"}
+	charges := &Check{N: 3, Name: "every PaymentIntent has its payment; none charged twice"}
+	receipts := &Check{N: 4, Name: "one receipt per succeeded payment, none per failed"}
+	drained := &Check{N: 5, Name: "every key finished within the drain bound"}
+	v.Checks = []*Check{keys, outcomes, charges, receipts, drained}
+
+	// PaymentIntents by our payment id, from their metadata.
+	piOf := map[int64][]stripefake.PaymentIntent{}
+	for _, pi := range snap.Intents {
+		v.PaymentIntents++
+		if pi.Status == stripefake.StatusSucceeded {
+			v.SucceededIntents++
+		}
+		charges.Checked++
+		id, err := strconv.ParseInt(pi.Metadata["payment_id"], 10, 64)
+		if err != nil {
+			charges.Failf("PaymentIntent %s (%s) has no payment_id in its metadata: %v", pi.ID, pi.Status, pi.Metadata)
+			continue
+		}
+		piOf[id] = append(piOf[id], pi)
+		p, ok := snap.Payments[id]
+		switch {
+		case !ok:
+			charges.Failf("PaymentIntent %s (%s, %d) names payment %d, which does not exist", pi.ID, pi.Status, pi.Amount, id)
+		case pi.Amount != p.Amount || pi.Metadata["user_id"] != strconv.FormatInt(p.UserID, 10):
+			charges.Failf("PaymentIntent %s (amount %d, user %s) does not match payment %d (amount %d, user %d)",
+				pi.ID, pi.Amount, pi.Metadata["user_id"], id, p.Amount, p.UserID)
+		case pi.Status == stripefake.StatusSucceeded && (p.Status != "succeeded" || p.PaymentIntentID == nil || *p.PaymentIntentID != pi.ID):
+			charges.Failf("PaymentIntent %s succeeded, but payment %d is %s with PaymentIntent %s",
+				pi.ID, id, p.Status, deref(p.PaymentIntentID))
+		}
+	}
+	for id, pis := range piOf {
+		if n := countSucceeded(pis); n > 1 {
+			charges.Failf("payment %d was charged %d times: %v", id, n, piIDs(pis))
+		}
+	}
+
+	seen := map[UserKey]bool{}
+	for _, in := range intents {
+		keys.Checked++
+		uk := UserKey{in.User.UserID, in.Key}
+		seen[uk] = true
+		if in.Unexpected != "" {
+			outcomes.Failf("key %s: unexpected answer %s", in.Key, in.Unexpected)
+		}
+		rows := snap.Keys[uk]
+		switch {
+		case len(rows) == 0 && in.MustExist:
+			keys.Failf("key %s (user %d): no row, yet the client was answered %v", in.Key, in.User.UserID, in.Labels)
+			continue
+		case len(rows) == 0:
+			v.NeverStored++
+			continue
+		case len(rows) > 1:
+			keys.Failf("key %s (user %d): %d rows", in.Key, in.User.UserID, len(rows))
+			continue
+		}
+		k := rows[0]
+		if k.Runs > 1 {
+			v.Resumed++
+		}
+		v.MaxRuns = max(v.MaxRuns, int(k.Runs))
+		if k.RecoveryPoint != "finished" || k.ResponseCode == nil {
+			keys.Failf("key %s (id %d): at %s after %d runs (locked by %s at %s, last run %s)", in.Key, k.ID,
+				k.RecoveryPoint, k.Runs, deref(k.LockedBy), timeText(k.LockedAt), k.LastRunAt.Format("15:04:05.000"))
+			continue
+		}
+		if code := *k.ResponseCode; code != http.StatusCreated && code != http.StatusPaymentRequired {
+			keys.Failf("key %s (id %d): finished with %d: %s", in.Key, k.ID, code, k.ResponseBody)
+			continue
+		}
+		if in.Definite() {
+			v.FinishedWithClient++
+		} else {
+			v.FinishedWithoutClient++
+		}
+		outcomes.Checked++
+		checkOutcome(outcomes, in, k, snap, piOf)
+	}
+	for uk, rows := range snap.Keys {
+		if !seen[uk] {
+			keys.Failf("key %s (user %d, %d rows) was never sent by a client", uk.Key, uk.UserID, len(rows))
+		}
+	}
+
+	for _, p := range snap.Payments {
+		receipts.Checked++
+		n, jobs := snap.Receipts[p.ID], snap.ReceiptJobs[p.ID]
+		switch p.Status {
+		case "succeeded":
+			v.Succeeded++
+			v.Receipts += n
+			if n != 1 || len(jobs) != 1 {
+				receipts.Failf("succeeded payment %d has %d receipts and receipt jobs %v", p.ID, n, jobs)
+			}
+		case "failed":
+			v.Failed++
+			if n != 0 || len(jobs) != 0 {
+				receipts.Failf("failed payment %d has %d receipts and receipt jobs %v", p.ID, n, jobs)
+			}
+		default:
+			receipts.Failf("payment %d is still %s", p.ID, p.Status)
+		}
+	}
+	for state, n := range snap.JobStates {
+		if state != "completed" {
+			receipts.Failf("%d receipt jobs are %s", n, state)
+		}
+	}
+
+	drained.Checked = 1
+	if !drain.KeysDone {
+		drained.Failf("%d keys still unfinished %s after the faults stopped", drain.Unfinished, bound)
+	}
+	if !drain.ReceiptsDone {
+		drained.Failf("%d receipt jobs still pending %s after the faults stopped", drain.PendingJobs, bound)
+	}
+	return v
+}
+
+// checkOutcome checks one finished key against its payment, its
+// PaymentIntents and what its client was told.
+func checkOutcome(c *Check, in *Intent, k *KeyRow, snap *Snapshot, piOf map[int64][]stripefake.PaymentIntent) {
+	code := int(*k.ResponseCode)
+	if in.Definite() && (in.Status != code || !bytes.Equal(in.Response, k.ResponseBody)) {
+		c.Failf("key %s: the client was answered %d %s, the key stores %d %s", in.Key, in.Status, in.Response, code, k.ResponseBody)
+	}
+	pays := snap.PaymentsOf[k.ID]
+	if len(pays) != 1 {
+		c.Failf("key %s (id %d) has %d payments", in.Key, k.ID, len(pays))
+		return
+	}
+	p := pays[0]
+	if p.Amount != in.Amount || p.UserID != in.User.UserID || p.PaymentMethod != in.Card || p.Currency != "usd" {
+		c.Failf("key %s: payment %d (%d %s %s, user %d) is not the request %s", in.Key, p.ID, p.Amount, p.Currency,
+			p.PaymentMethod, p.UserID, in.Body)
+	}
+	var body struct {
+		ID        int64   `json:"id"`
+		PaymentID int64   `json:"payment_id"`
+		Amount    int64   `json:"amount"`
+		Status    any     `json:"status"` // a string for a payment, a number for a problem
+		PI        *string `json:"stripe_payment_intent_id"`
+	}
+	if err := json.Unmarshal(k.ResponseBody, &body); err != nil {
+		c.Failf("key %s: stored body is not JSON: %v", in.Key, err)
+		return
+	}
+	succeeded := succeededOf(piOf[p.ID])
+	switch code {
+	case http.StatusCreated:
+		switch {
+		case in.Card != CardVisa:
+			c.Failf("key %s: %s was charged (payment %d)", in.Key, in.Card, p.ID)
+		case p.Status != "succeeded" || p.PaymentIntentID == nil:
+			c.Failf("key %s answered 201, but payment %d is %s with PaymentIntent %s", in.Key, p.ID, p.Status, deref(p.PaymentIntentID))
+		case len(succeeded) != 1 || succeeded[0].ID != *p.PaymentIntentID:
+			c.Failf("key %s: payment %d records %s, succeeded PaymentIntents are %v", in.Key, p.ID, *p.PaymentIntentID, piIDs(succeeded))
+		case body.ID != p.ID || body.Amount != in.Amount || body.Status != "succeeded" || deref(body.PI) != *p.PaymentIntentID:
+			c.Failf("key %s: stored body %s does not describe payment %d (%s)", in.Key, k.ResponseBody, p.ID, *p.PaymentIntentID)
+		}
+	case http.StatusPaymentRequired:
+		switch {
+		case in.Card != CardDeclined:
+			c.Failf("key %s: %s was declined (payment %d): %s", in.Key, in.Card, p.ID, k.ResponseBody)
+		case p.Status != "failed":
+			c.Failf("key %s answered 402, but payment %d is %s", in.Key, p.ID, p.Status)
+		case len(succeeded) != 0:
+			c.Failf("key %s answered 402, but payment %d was charged by %v", in.Key, p.ID, piIDs(succeeded))
+		case body.PaymentID != p.ID:
+			c.Failf("key %s: stored problem %s does not name payment %d", in.Key, k.ResponseBody, p.ID)
+		}
+	}
+}
+
+func succeededOf(pis []stripefake.PaymentIntent) []stripefake.PaymentIntent {
+	var out []stripefake.PaymentIntent
+	for _, pi := range pis {
+		if pi.Status == stripefake.StatusSucceeded {
+			out = append(out, pi)
+		}
+	}
+	return out
+}
+
+func countSucceeded(pis []stripefake.PaymentIntent) int { return len(succeededOf(pis)) }
+
+func piIDs(pis []stripefake.PaymentIntent) []string {
+	ids := make([]string, len(pis))
+	for i, pi := range pis {
+		ids[i] = pi.ID + " (" + pi.Status + ")"
+	}
+	return ids
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "none"
+	}
+	return *s
+}
+
+func timeText(t *time.Time) string {
+	if t == nil {
+		return "never"
+	}
+	return t.Format("15:04:05.000")
+}

@@ -1,0 +1,97 @@
+package chaos
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/paymentsd/paymentsd/internal/stripefake"
+)
+
+// world is a consistent run of two intents, a charge and a decline, that a
+// test then breaks in one place.
+func world() ([]*Intent, *Snapshot) {
+	user := User{UserID: 7, APIKey: "k"}
+	paid := []byte(`{"id":1,"amount":500,"currency":"usd","status":"succeeded","stripe_payment_intent_id":"pi_a"}`)
+	declined := []byte(`{"type":"https://paymentsd.dev/problems/card-declined","status":402,"payment_id":2}`)
+	intents := []*Intent{
+		{User: user, Key: "a", Card: CardVisa, Amount: 500, Status: 201, Response: paid, MustExist: true},
+		{User: user, Key: "b", Card: CardDeclined, Amount: 900, Status: 402, Response: declined, MustExist: true},
+	}
+	code201, code402 := int32(201), int32(402)
+	keyA, keyB, piA := int64(10), int64(11), "pi_a"
+	snap := &Snapshot{
+		Keys: map[UserKey][]*KeyRow{
+			{7, "a"}: {{ID: keyA, UserID: 7, Key: "a", RecoveryPoint: "finished", ResponseCode: &code201, ResponseBody: paid, Runs: 1}},
+			{7, "b"}: {{ID: keyB, UserID: 7, Key: "b", RecoveryPoint: "finished", ResponseCode: &code402, ResponseBody: declined, Runs: 2}},
+		},
+		Payments: map[int64]*PaymentRow{
+			1: {ID: 1, UserID: 7, KeyID: &keyA, Amount: 500, Currency: "usd", PaymentMethod: CardVisa, Status: "succeeded", PaymentIntentID: &piA},
+			2: {ID: 2, UserID: 7, KeyID: &keyB, Amount: 900, Currency: "usd", PaymentMethod: CardDeclined, Status: "failed"},
+		},
+		Receipts:    map[int64]int{1: 1},
+		ReceiptJobs: map[int64][]string{1: {"completed"}},
+		JobStates:   map[string]int{"completed": 1},
+		Intents: []stripefake.PaymentIntent{
+			{ID: "pi_a", Amount: 500, Status: stripefake.StatusSucceeded, Metadata: map[string]string{"payment_id": "1", "user_id": "7"}},
+			{ID: "pi_b", Amount: 900, Status: stripefake.StatusRequiresPaymentMethod, Metadata: map[string]string{"payment_id": "2", "user_id": "7"}},
+		},
+	}
+	snap.PaymentsOf = map[int64][]*PaymentRow{keyA: {snap.Payments[1]}, keyB: {snap.Payments[2]}}
+	return intents, snap
+}
+
+var drained = Drain{KeysDone: true, ReceiptsDone: true}
+
+func TestVerifyPassesAConsistentRun(t *testing.T) {
+	intents, snap := world()
+	v := Verify(intents, snap, drained, time.Minute)
+	for _, c := range v.Checks {
+		if !c.Passed() {
+			t.Errorf("check %d failed: %v", c.N, c.Details)
+		}
+	}
+	if v.FinishedWithClient != 2 || v.Succeeded != 1 || v.Failed != 1 || v.Resumed != 1 {
+		t.Errorf("unexpected counts: %+v", v)
+	}
+}
+
+func TestVerifyCatchesEachViolation(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		check   int
+		breakIt func(in []*Intent, s *Snapshot, d *Drain)
+	}{
+		{"key missing though answered", 1, func(_ []*Intent, s *Snapshot, _ *Drain) { delete(s.Keys, UserKey{7, "a"}) }},
+		{"key unfinished", 1, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Keys[UserKey{7, "b"}][0].RecoveryPoint = "payment_created" }},
+		{"key nobody sent", 1, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Keys[UserKey{7, "zz"}] = []*KeyRow{{}} }},
+		{"client told otherwise", 2, func(in []*Intent, _ *Snapshot, _ *Drain) { in[0].Response = []byte(`{}`) }},
+		{"201 without a charge", 2, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Intents[0].Status = "requires_payment_method" }},
+		{"402 with a charge", 2, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Intents[1].Status = stripefake.StatusSucceeded }},
+		{"payment row pending", 2, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Payments[1].Status = "pending" }},
+		{"unexpected answer", 2, func(in []*Intent, _ *Snapshot, _ *Drain) { in[1].Unexpected = "422" }},
+		{"charged twice", 3, func(_ []*Intent, s *Snapshot, _ *Drain) {
+			s.Intents = append(s.Intents, stripefake.PaymentIntent{ID: "pi_c", Amount: 500, Status: stripefake.StatusSucceeded,
+				Metadata: map[string]string{"payment_id": "1", "user_id": "7"}})
+		}},
+		{"orphan charge", 3, func(_ []*Intent, s *Snapshot, _ *Drain) {
+			s.Intents = append(s.Intents, stripefake.PaymentIntent{ID: "pi_d", Status: stripefake.StatusSucceeded,
+				Metadata: map[string]string{"payment_id": "99"}})
+		}},
+		{"receipt missing", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { delete(s.Receipts, 1) }},
+		{"receipt for a decline", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Receipts[2] = 1 }},
+		{"receipt job stuck", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { s.JobStates["running"] = 1 }},
+		{"not drained", 5, func(_ []*Intent, _ *Snapshot, d *Drain) { d.ReceiptsDone = false }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			intents, snap := world()
+			d := drained
+			tc.breakIt(intents, snap, &d)
+			v := Verify(intents, snap, d, time.Minute)
+			// Other checks may see the same fault from their side too.
+			if c := v.Checks[tc.check-1]; c.Passed() {
+				t.Errorf("check %d passed; every check: %v", c.N, fmt.Sprint(v.Checks))
+			}
+		})
+	}
+}

@@ -1,0 +1,149 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paymentsd/paymentsd/internal/stripefake"
+)
+
+// KeyRow is an idempotency key as the harness reads it back.
+type KeyRow struct {
+	ID            int64
+	UserID        int64
+	Key           string
+	RecoveryPoint string
+	ResponseCode  *int32
+	ResponseBody  []byte
+	Runs          int32
+	LockedBy      *string
+	LockedAt      *time.Time
+	LastRunAt     time.Time
+	CreatedAt     time.Time
+	FinishedAt    *time.Time
+}
+
+// PaymentRow is a payment as the harness reads it back.
+type PaymentRow struct {
+	ID              int64
+	UserID          int64
+	KeyID           *int64
+	Amount          int64
+	Currency        string
+	PaymentMethod   string
+	Status          string
+	PaymentIntentID *string
+}
+
+// UserKey names an idempotency key: it is unique per user.
+type UserKey struct {
+	UserID int64
+	Key    string
+}
+
+// Snapshot is the state the invariants are checked against: the service's
+// tables and the emulator's PaymentIntents, read after the drain.
+type Snapshot struct {
+	Keys        map[UserKey][]*KeyRow
+	Payments    map[int64]*PaymentRow
+	PaymentsOf  map[int64][]*PaymentRow // by idempotency key id
+	Receipts    map[int64]int           // receipts per payment id
+	ReceiptJobs map[int64][]string      // states of the receipt jobs per payment id
+	JobStates   map[string]int          // receipt jobs per state
+	// JobsRerun counts receipt jobs that River ran more than once (retried
+	// after an error, or rescued from a process that died running them).
+	JobsRerun int
+	Intents   []stripefake.PaymentIntent
+}
+
+// TakeSnapshot reads the snapshot.
+func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snapshot, error) {
+	s := &Snapshot{
+		Keys: map[UserKey][]*KeyRow{}, Payments: map[int64]*PaymentRow{}, PaymentsOf: map[int64][]*PaymentRow{},
+		Receipts: map[int64]int{}, ReceiptJobs: map[int64][]string{}, JobStates: map[string]int{},
+	}
+	rows, err := pool.Query(ctx, `SELECT id, user_id, idempotency_key, recovery_point, response_code, response_body,
+		runs, locked_by::text, locked_at, last_run_at, created_at, finished_at FROM idempotency_keys`)
+	if err != nil {
+		return nil, fmt.Errorf("error reading idempotency keys: %w", err)
+	}
+	for rows.Next() {
+		k := &KeyRow{}
+		if err := rows.Scan(&k.ID, &k.UserID, &k.Key, &k.RecoveryPoint, &k.ResponseCode, &k.ResponseBody,
+			&k.Runs, &k.LockedBy, &k.LockedAt, &k.LastRunAt, &k.CreatedAt, &k.FinishedAt); err != nil {
+			return nil, err
+		}
+		uk := UserKey{k.UserID, k.Key}
+		s.Keys[uk] = append(s.Keys[uk], k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error reading idempotency keys: %w", err)
+	}
+
+	rows, err = pool.Query(ctx, `SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, status,
+		stripe_payment_intent_id FROM payments`)
+	if err != nil {
+		return nil, fmt.Errorf("error reading payments: %w", err)
+	}
+	for rows.Next() {
+		p := &PaymentRow{}
+		if err := rows.Scan(&p.ID, &p.UserID, &p.KeyID, &p.Amount, &p.Currency, &p.PaymentMethod, &p.Status,
+			&p.PaymentIntentID); err != nil {
+			return nil, err
+		}
+		s.Payments[p.ID] = p
+		if p.KeyID != nil {
+			s.PaymentsOf[*p.KeyID] = append(s.PaymentsOf[*p.KeyID], p)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error reading payments: %w", err)
+	}
+
+	rows, err = pool.Query(ctx, `SELECT payment_id, count(*) FROM receipts GROUP BY payment_id`)
+	if err != nil {
+		return nil, fmt.Errorf("error reading receipts: %w", err)
+	}
+	for rows.Next() {
+		var id int64
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, err
+		}
+		s.Receipts[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error reading receipts: %w", err)
+	}
+
+	rows, err = pool.Query(ctx, `SELECT (args->>'payment_id')::bigint, state::text, attempt FROM river_job WHERE kind = 'receipt'`)
+	if err != nil {
+		return nil, fmt.Errorf("error reading receipt jobs: %w", err)
+	}
+	for rows.Next() {
+		var (
+			id      int64
+			state   string
+			attempt int
+		)
+		if err := rows.Scan(&id, &state, &attempt); err != nil {
+			return nil, err
+		}
+		if attempt > 1 {
+			s.JobsRerun++
+		}
+		s.ReceiptJobs[id] = append(s.ReceiptJobs[id], state)
+		s.JobStates[state]++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error reading receipt jobs: %w", err)
+	}
+
+	if s.Intents, err = emu.PaymentIntents(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
