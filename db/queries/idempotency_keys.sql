@@ -54,14 +54,8 @@ SET lock_token  = @lock_token,
     runs        = k.runs + 1
 WHERE k.id = @id
   AND k.recovery_point <> 'finished'
-  AND (
-    k.lock_token IS NULL
-    OR k.locked_at < now() - make_interval(secs => sqlc.arg(lease_seconds)::float8)
-    OR (k.locked_by IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM instances AS i
-        WHERE i.id = k.locked_by
-          AND i.heartbeat_at > now() - make_interval(secs => sqlc.arg(dead_after_seconds)::float8)))
-  )
+  AND idempotency_key_lease_is_stale(k.lock_token, k.locked_at, k.locked_by,
+        sqlc.arg(lease_seconds)::float8, sqlc.arg(dead_after_seconds)::float8)
 RETURNING *;
 
 -- IdempotencyKeyListResumable lists unfinished keys that no live run holds
@@ -75,14 +69,8 @@ WHERE k.recovery_point <> 'finished'
   AND k.last_run_at < now() - interval '1 second' * (
         sqlc.arg(min_idle_seconds)::float8
         + least(sqlc.arg(backoff_seconds)::float8 * power(2, least(k.runs - 1, 16)), sqlc.arg(max_backoff_seconds)::float8))
-  AND (
-    k.lock_token IS NULL
-    OR k.locked_at < now() - make_interval(secs => sqlc.arg(lease_seconds)::float8)
-    OR (k.locked_by IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM instances AS i
-        WHERE i.id = k.locked_by
-          AND i.heartbeat_at > now() - make_interval(secs => sqlc.arg(dead_after_seconds)::float8)))
-  )
+  AND idempotency_key_lease_is_stale(k.lock_token, k.locked_at, k.locked_by,
+        sqlc.arg(lease_seconds)::float8, sqlc.arg(dead_after_seconds)::float8)
 ORDER BY k.last_run_at
 LIMIT @max_keys;
 

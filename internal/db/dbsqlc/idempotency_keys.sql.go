@@ -278,14 +278,8 @@ SET lock_token  = $1,
     runs        = k.runs + 1
 WHERE k.id = $3
   AND k.recovery_point <> 'finished'
-  AND (
-    k.lock_token IS NULL
-    OR k.locked_at < now() - make_interval(secs => $4::float8)
-    OR (k.locked_by IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM instances AS i
-        WHERE i.id = k.locked_by
-          AND i.heartbeat_at > now() - make_interval(secs => $5::float8)))
-  )
+  AND idempotency_key_lease_is_stale(k.lock_token, k.locked_at, k.locked_by,
+        $4::float8, $5::float8)
 RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at
 `
 
@@ -340,14 +334,8 @@ WHERE k.recovery_point <> 'finished'
   AND k.last_run_at < now() - interval '1 second' * (
         $1::float8
         + least($2::float8 * power(2, least(k.runs - 1, 16)), $3::float8))
-  AND (
-    k.lock_token IS NULL
-    OR k.locked_at < now() - make_interval(secs => $4::float8)
-    OR (k.locked_by IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM instances AS i
-        WHERE i.id = k.locked_by
-          AND i.heartbeat_at > now() - make_interval(secs => $5::float8)))
-  )
+  AND idempotency_key_lease_is_stale(k.lock_token, k.locked_at, k.locked_by,
+        $4::float8, $5::float8)
 ORDER BY k.last_run_at
 LIMIT $6
 `
