@@ -11,7 +11,7 @@ SHELL := bash
 GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 
-.PHONY: build run test generate check-generated lint fuzz bench bench-go chaos ci
+.PHONY: build run test generate check-generated lint fuzz bench bench-go chaos
 
 build:
 	$(GO) build -o bin/paymentsd ./cmd/paymentsd
@@ -53,4 +53,4 @@ bench-go:
 chaos: build
 	scripts/chaos.sh
 
-ci: lint check-generated test fuzz
+# CI (.ci/run) runs every target above, the slow ones in their short forms.
