@@ -62,6 +62,22 @@ func setup(t *testing.T, opts testutil.ServiceOptions) *testBundle {
 	}
 }
 
+// setupCrashed starts a service whose runs crash at point (after its commit,
+// or after its call when afterCall), sends each key once so that it is left
+// abandoned there, and stops the crashes.
+func setupCrashed(t *testing.T, opts testutil.ServiceOptions, point phases.RecoveryPoint, afterCall bool, keys ...string) *testBundle {
+	t.Helper()
+	var on atomic.Bool
+	on.Store(true)
+	opts.Hooks = crashing(point, afterCall, &on)
+	b := setup(t, opts)
+	for _, k := range keys {
+		require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, k, visa).Status)
+	}
+	on.Store(false)
+	return b
+}
+
 func (b *testBundle) exec(t *testing.T, sql string, args ...any) {
 	t.Helper()
 	_, err := b.svc.Pool.Exec(context.Background(), sql, args...)
@@ -107,11 +123,7 @@ func TestCompleterResumesFromEachRecoveryPoint(t *testing.T) {
 
 	t.Run("payment_created, lease held by a crashed run", func(t *testing.T) {
 		t.Parallel()
-		var on atomic.Bool
-		on.Store(true)
-		b := setup(t, testutil.ServiceOptions{LeaseTimeout: lease, Hooks: crashing(payments.PaymentCreated, false, &on)})
-		require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, "k", visa).Status)
-		on.Store(false)
+		b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, "k")
 		time.Sleep(lease + 50*time.Millisecond)
 
 		n, err := b.completer.RunOnce(context.Background())
@@ -123,11 +135,7 @@ func TestCompleterResumesFromEachRecoveryPoint(t *testing.T) {
 
 	t.Run("payment_created, charge made but not recorded", func(t *testing.T) {
 		t.Parallel()
-		var on atomic.Bool
-		on.Store(true)
-		b := setup(t, testutil.ServiceOptions{LeaseTimeout: lease, Hooks: crashing(payments.PaymentCreated, true, &on)})
-		require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, "k", visa).Status)
-		on.Store(false)
+		b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, true, "k")
 		time.Sleep(lease + 50*time.Millisecond)
 
 		_, err := b.completer.RunOnce(context.Background())
@@ -142,11 +150,7 @@ func TestCompleterResumesFromEachRecoveryPoint(t *testing.T) {
 
 	t.Run("started, nothing done yet", func(t *testing.T) {
 		t.Parallel()
-		var on atomic.Bool
-		on.Store(true)
-		b := setup(t, testutil.ServiceOptions{LeaseTimeout: lease, Hooks: crashing(payments.PaymentCreated, false, &on)})
-		require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, "k", visa).Status)
-		on.Store(false)
+		b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, "k")
 		// Rewind the key to 'started', as a flow whose first step committed
 		// only the reservation would leave it.
 		b.exec(t, "DELETE FROM audit_records")
@@ -162,11 +166,7 @@ func TestCompleterResumesFromEachRecoveryPoint(t *testing.T) {
 
 	t.Run("charge_created, only the finish left", func(t *testing.T) {
 		t.Parallel()
-		var on atomic.Bool
-		on.Store(true)
-		b := setup(t, testutil.ServiceOptions{LeaseTimeout: lease, Hooks: crashing(phases.Finished, false, &on)})
-		require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, "k", visa).Status)
-		on.Store(false)
+		b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, phases.Finished, false, "k")
 		// Rewind the finished key to 'charge_created', as a flow that
 		// committed the charge's record alone would leave it.
 		b.exec(t, `UPDATE idempotency_keys SET recovery_point = 'charge_created', response_code = NULL,
@@ -181,12 +181,8 @@ func TestCompleterResumesFromEachRecoveryPoint(t *testing.T) {
 
 func TestCompleterTakesOverDeadInstanceAtOnce(t *testing.T) {
 	t.Parallel()
-	var on atomic.Bool
-	on.Store(true)
 	// The default 90s lease: only the instance's death frees the key early.
-	b := setup(t, testutil.ServiceOptions{Hooks: crashing(payments.PaymentCreated, false, &on)})
-	require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, "k", visa).Status)
-	on.Store(false)
+	b := setupCrashed(t, testutil.ServiceOptions{}, payments.PaymentCreated, false, "k")
 
 	n, err := b.completer.RunOnce(context.Background())
 	require.NoError(t, err)
@@ -203,16 +199,14 @@ func TestCompleterTakesOverDeadInstanceAtOnce(t *testing.T) {
 func TestTwoCompletersNeverRunOneKeyAtOnce(t *testing.T) {
 	t.Parallel()
 	const keys = 20
-	var on atomic.Bool
-	on.Store(true)
 	// A lease long enough that no run outlives it on a loaded machine: a
 	// takeover here would be by design, and would muddy the count below.
 	const lease = 3 * time.Second
-	b := setup(t, testutil.ServiceOptions{LeaseTimeout: lease, Hooks: crashing(payments.PaymentCreated, false, &on)})
+	var names []string
 	for i := range keys {
-		require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, fmt.Sprintf("k%d", i), visa).Status)
+		names = append(names, fmt.Sprintf("k%d", i))
 	}
-	on.Store(false)
+	b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, names...)
 	time.Sleep(lease + 100*time.Millisecond)
 	// Every charge is slow, so overlapping runs of one key would meet at
 	// Stripe as a 409 on its idempotency key.
@@ -268,13 +262,9 @@ func TestReaperSparesUnfinishedKeysAndKeepsPayments(t *testing.T) {
 
 func TestReconciliationAdoptsAndNeverCreatesASecond(t *testing.T) {
 	t.Parallel()
-	var on atomic.Bool
-	on.Store(true)
-	b := setup(t, testutil.ServiceOptions{LeaseTimeout: 200 * time.Millisecond, Hooks: crashing(payments.PaymentCreated, true, &on)})
 	// Charged at Stripe, unrecorded, and left past Stripe's idempotency
 	// window, where re-sending the Stripe key could charge again.
-	require.Equal(t, http.StatusInternalServerError, b.svc.PostPayment(t, b.apiKey, "charged", visa).Status)
-	on.Store(false)
+	b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: 200 * time.Millisecond}, payments.PaymentCreated, true, "charged")
 	// Never charged: its process died before the Stripe call.
 	b.svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
 	go b.svc.PostPayment(t, b.apiKey, "never-charged", visa)
