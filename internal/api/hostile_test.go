@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
 
@@ -158,4 +159,52 @@ func TestCapOnUnfinishedKeys(t *testing.T) {
 	// Finishing one of the unfinished keys makes room.
 	require.Equal(t, http.StatusCreated, svc.PostPayment(t, apiKey, "u1", visa).Status)
 	require.Equal(t, http.StatusCreated, svc.PostPayment(t, apiKey, "u3", visa).Status)
+}
+
+// TestSQLMetacharactersAreData sends keys and text made of SQL syntax. Every
+// query is a bound sqlc statement, so they are stored and replayed as the
+// bytes they are, and nothing else happens to the database.
+func TestSQLMetacharactersAreData(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+	key := `"x'); DROP TABLE payments; --"`
+	description := `Robert'); DROP TABLE idempotency_keys; -- \\ $1 %s`
+	body := `{"amount": 2000, "currency": "usd", "payment_method": "pm_card_visa", "description": "` +
+		strings.ReplaceAll(description, `\`, `\\`) + `"}`
+
+	first := svc.PostPayment(t, apiKey, key, body)
+	require.Equal(t, http.StatusCreated, first.Status, "body: %s", first.Body)
+	require.Equal(t, description, *decode[payment](t, first).Description)
+	again := svc.PostPayment(t, apiKey, key, body)
+	require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+
+	var storedKey string
+	var tables int
+	require.NoError(t, svc.Pool.QueryRow(context.Background(), "SELECT idempotency_key FROM idempotency_keys").Scan(&storedKey))
+	require.Equal(t, `x'); DROP TABLE payments; --`, storedKey)
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT count(*) FROM pg_tables WHERE tablename IN ('payments', 'idempotency_keys')").Scan(&tables))
+	require.Equal(t, 2, tables)
+}
+
+// TestStripeCallTimesOut bounds a Stripe call that never answers: the
+// request gives up at the Stripe timeout with a retryable 503, frees the key,
+// and the retry resumes with the same Stripe key, charging once.
+func TestStripeCallTimesOut(t *testing.T) {
+	t.Parallel()
+	const stripeTimeout = 300 * time.Millisecond
+	svc := testutil.StartService(t, testutil.ServiceOptions{StripeTimeout: stripeTimeout})
+	_, apiKey := svc.NewUser(t)
+	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
+
+	start := time.Now()
+	resp := svc.PostPayment(t, apiKey, "slow", visa)
+	requireProblem(t, resp, http.StatusServiceUnavailable, "processor-unavailable")
+	require.Less(t, time.Since(start), 5*stripeTimeout, "the call is bounded by the Stripe timeout")
+
+	// The hung call never reached Stripe's bookkeeping; the retry charges once.
+	retry := svc.PostPayment(t, apiKey, "slow", visa)
+	require.Equal(t, http.StatusCreated, retry.Status, "body: %s", retry.Body)
+	require.Len(t, svc.Stripe.PaymentIntents(), 1)
 }
