@@ -15,6 +15,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/idempotency"
+	"github.com/paymentsd/paymentsd/internal/metrics"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/problem"
@@ -68,12 +69,18 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 		Params:      canonical,
 		Fingerprint: fingerprint,
 	})
-	s.metrics.IdempotencyOutcomes.WithLabelValues(outcomeOf(res, err)).Inc()
 	logRecoveryPoint(r, res, err)
 	if err != nil {
-		writeError(w, r, err)
+		f := classify(err)
+		s.metrics.IdempotencyOutcomes.WithLabelValues(f.outcome).Inc()
+		f.write(w, r, err)
 		return
 	}
+	outcome := metrics.OutcomeCreated
+	if res.Replayed {
+		outcome = metrics.OutcomeReplayed
+	}
+	s.metrics.IdempotencyOutcomes.WithLabelValues(outcome).Inc()
 	writeStored(w, res)
 }
 

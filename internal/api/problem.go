@@ -35,9 +35,17 @@ const (
 	retryStore      = 5 * time.Second
 )
 
-// writeError maps an error from below the HTTP layer to its problem. The
-// error itself is logged, never sent: it may name internals.
-func writeError(w http.ResponseWriter, r *http.Request, err error) {
+// failure is what an error from below the HTTP layer means: the problem the
+// client gets, whether and when it may retry, and the outcome metrics count.
+type failure struct {
+	problem    *problem.Problem
+	retryAfter time.Duration // zero: no Retry-After
+	outcome    string
+}
+
+// classify maps an error from the engine or the store to its failure. It is
+// the one place that decides status codes for errors.
+func classify(err error) failure {
 	var (
 		inProgress *phases.InProgressError
 		ambiguous  *phases.AmbiguousError
@@ -45,56 +53,57 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	)
 	switch {
 	case errors.As(err, &refused) && refused.Reason == phases.ReasonTooManyUnfinished:
-		writeRetryable(w, problem.New(problem.TooManyUnfinishedKeys,
-			"You have too many requests still in progress. Retry these first, or wait for them to finish."), refused.RetryAfter)
+		return failure{problem.New(problem.TooManyUnfinishedKeys,
+			"You have too many requests still in progress. Retry these first, or wait for them to finish."),
+			refused.RetryAfter, metrics.OutcomeTooManyUnfinished}
 	case errors.As(err, &refused):
-		writeRetryable(w, problem.New(problem.RateLimited,
-			"Too many new idempotency keys. Slow down; retries of existing keys are not limited."), refused.RetryAfter)
+		return failure{problem.New(problem.RateLimited,
+			"Too many new idempotency keys. Slow down; retries of existing keys are not limited."),
+			refused.RetryAfter, metrics.OutcomeRateLimited}
 	case errors.Is(err, phases.ErrKeyReused):
-		writeProblem(w, problem.New(problem.IdempotencyKeyReused,
-			"This idempotency key was already used with a different request. Send a new key for a new request."))
+		return failure{problem.New(problem.IdempotencyKeyReused,
+			"This idempotency key was already used with a different request. Send a new key for a new request."),
+			0, metrics.OutcomeKeyReused}
 	case errors.As(err, &inProgress):
-		writeRetryable(w, problem.New(problem.IdempotencyKeyInUse,
-			"A request with this idempotency key is still being processed. Retry later with the same key."), inProgress.RetryAfter)
+		return failure{problem.New(problem.IdempotencyKeyInUse,
+			"A request with this idempotency key is still being processed. Retry later with the same key."),
+			inProgress.RetryAfter, metrics.OutcomeInProgress}
 	case errors.Is(err, phases.ErrLeaseLost):
-		writeRetryable(w, problem.New(problem.IdempotencyKeyInUse,
-			"Another attempt took this request over. Retry later with the same key."), retryInProgress)
+		return failure{problem.New(problem.IdempotencyKeyInUse,
+			"Another attempt took this request over. Retry later with the same key."),
+			retryInProgress, metrics.OutcomeLeaseLost}
 	case errors.As(err, &ambiguous):
-		zerolog.Ctx(r.Context()).Warn().Err(err).Str("recovery_point", string(ambiguous.Point)).Msg("payment processor outcome unknown")
-		writeRetryable(w, problem.New(problem.ProcessorUnavailable,
-			"The payment processor could not be reached or gave no definite answer. Retry with the same key: the request resumes where it stopped."), retryProcessor)
+		return failure{problem.New(problem.ProcessorUnavailable,
+			"The payment processor could not be reached or gave no definite answer. Retry with the same key: the request resumes where it stopped."),
+			retryProcessor, metrics.OutcomeAmbiguous}
 	case db.IsUnavailable(err):
-		zerolog.Ctx(r.Context()).Error().Err(err).Msg("store unavailable")
-		writeRetryable(w, problem.New(problem.StoreUnavailable,
-			"The service cannot reach its database. Retry with the same key: the request resumes where it stopped and is never charged twice."), retryStore)
-	default:
-		zerolog.Ctx(r.Context()).Error().Err(err).Msg("internal error")
-		writeProblem(w, problem.New(problem.InternalError, "An unexpected error occurred."))
+		return failure{problem.New(problem.StoreUnavailable,
+			"The service cannot reach its database. Retry with the same key: the request resumes where it stopped and is never charged twice."),
+			retryStore, metrics.OutcomeStoreError}
 	}
+	return failure{problem.New(problem.InternalError, "An unexpected error occurred."), 0, metrics.OutcomeInternalError}
 }
 
-// outcomeOf names what became of an idempotent request, for metrics.
-func outcomeOf(res *phases.Result, err error) string {
-	var (
-		inProgress *phases.InProgressError
-		ambiguous  *phases.AmbiguousError
-		refused    *phases.RefusedError
-	)
-	switch {
-	case err == nil && res.Replayed:
-		return metrics.OutcomeReplayed
-	case err == nil:
-		return metrics.OutcomeCreated
-	case errors.Is(err, phases.ErrKeyReused):
-		return metrics.OutcomeKeyReused
-	case errors.As(err, &inProgress):
-		return metrics.OutcomeInProgress
-	case errors.Is(err, phases.ErrLeaseLost):
-		return metrics.OutcomeLeaseLost
-	case errors.As(err, &ambiguous):
-		return metrics.OutcomeAmbiguous
-	case errors.As(err, &refused):
-		return metrics.OutcomeRateLimited
+// write logs what an operator must see (never sent: it may name internals)
+// and answers with the problem.
+func (f failure) write(w http.ResponseWriter, r *http.Request, err error) {
+	log := zerolog.Ctx(r.Context())
+	switch f.outcome {
+	case metrics.OutcomeAmbiguous:
+		log.Warn().Err(err).Msg("payment processor outcome unknown")
+	case metrics.OutcomeStoreError:
+		log.Error().Err(err).Msg("store unavailable")
+	case metrics.OutcomeInternalError:
+		log.Error().Err(err).Msg("internal error")
 	}
-	return metrics.OutcomeStoreError
+	if f.retryAfter > 0 {
+		writeRetryable(w, f.problem, f.retryAfter)
+		return
+	}
+	writeProblem(w, f.problem)
+}
+
+// writeError answers for an error from below the HTTP layer.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	classify(err).write(w, r, err)
 }

@@ -26,6 +26,10 @@ const (
 	OutcomeStoreError  = "store_error"
 	OutcomeLeaseLost   = "lease_lost"
 	OutcomeRateLimited = "rate_limited"
+	// OutcomeTooManyUnfinished is the per-user cap on unfinished keys (429).
+	OutcomeTooManyUnfinished = "too_many_unfinished"
+	// OutcomeInternalError is a bug: an error nothing above knows (500).
+	OutcomeInternalError = "internal_error"
 )
 
 // Metrics holds every metric the service exports.
@@ -60,7 +64,7 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 		}, []string{"route"}),
 		IdempotencyOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paymentsd_idempotency_outcomes_total",
-			Help: "What became of idempotent requests: created, replayed, in_progress (409), key_reused (422), ambiguous (503), store_error (503), lease_lost, rate_limited (429).",
+			Help: "What became of idempotent requests: created, replayed, in_progress (409), key_reused (422), ambiguous (503), store_error (503), lease_lost (409), rate_limited (429), too_many_unfinished (429), internal_error (500).",
 		}, []string{"outcome"}),
 		PhaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "paymentsd_phase_duration_seconds",
@@ -91,7 +95,8 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 	// Start every known series at zero, so dashboards and alerts see it
 	// before the first event.
 	for _, o := range []string{OutcomeCreated, OutcomeReplayed, OutcomeInProgress, OutcomeKeyReused,
-		OutcomeAmbiguous, OutcomeStoreError, OutcomeLeaseLost, OutcomeRateLimited} {
+		OutcomeAmbiguous, OutcomeStoreError, OutcomeLeaseLost, OutcomeRateLimited,
+		OutcomeTooManyUnfinished, OutcomeInternalError} {
 		m.IdempotencyOutcomes.WithLabelValues(o)
 	}
 	for _, o := range []string{"finished", "already_finished", "in_progress", "ambiguous", "error"} {
