@@ -31,20 +31,9 @@ type snapshot map[int64]statementStats
 // preloads it (shared_preload_libraries). It returns nil and the reason when
 // it is not available.
 func EnableStatements(ctx context.Context, benchURL string) (*Statements, string) {
-	cfg, err := pgx.ParseConfig(benchURL)
-	if err != nil {
-		return nil, err.Error()
-	}
-	// One round trip and one transaction per query, with no statement
-	// preparation, so the accounting knows exactly what readings cost.
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, "could not connect: " + err.Error()
-	}
-	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
-		_ = conn.Close(ctx)
-		return nil, "CREATE EXTENSION failed: " + firstLine(err)
+	conn, reason := connectWithExtension(ctx, benchURL, "pg_stat_statements")
+	if conn == nil {
+		return nil, reason
 	}
 	s := &Statements{conn: conn}
 	if _, err := s.snapshot(ctx); err != nil {
@@ -172,6 +161,28 @@ func oneLine(q string) string {
 }
 
 // firstLine is an error message's first line.
+// connectWithExtension opens a reading connection to the bench database and
+// creates extension there. It returns nil and the reason when either fails.
+// The connection speaks the simple protocol: one round trip and one
+// transaction per query, with no statement preparation, so the accounting
+// knows exactly what its readings cost.
+func connectWithExtension(ctx context.Context, benchURL, extension string) (*pgx.Conn, string) {
+	cfg, err := pgx.ParseConfig(benchURL)
+	if err != nil {
+		return nil, err.Error()
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, "could not connect: " + err.Error()
+	}
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS "+extension); err != nil {
+		_ = conn.Close(ctx)
+		return nil, "CREATE EXTENSION " + extension + " failed: " + firstLine(err)
+	}
+	return conn, ""
+}
+
 func firstLine(err error) string {
 	msg, _, _ := strings.Cut(err.Error(), "\n")
 	return msg

@@ -37,21 +37,12 @@ type Writes struct {
 // EnableWAL creates pg_walinspect in the bench database at benchURL. It
 // returns nil and the reason when that is not possible.
 func EnableWAL(ctx context.Context, benchURL string) (*WAL, string) {
-	cfg, err := pgx.ParseConfig(benchURL)
-	if err != nil {
-		return nil, err.Error()
-	}
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, "could not connect: " + err.Error()
-	}
-	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_walinspect"); err != nil {
-		_ = conn.Close(ctx)
-		return nil, "CREATE EXTENSION pg_walinspect failed: " + firstLine(err)
+	conn, reason := connectWithExtension(ctx, benchURL, "pg_walinspect")
+	if conn == nil {
+		return nil, reason
 	}
 	var db, keys uint32
-	err = conn.QueryRow(ctx, `SELECT oid, pg_relation_filenode('idempotency_keys') FROM pg_database
+	err := conn.QueryRow(ctx, `SELECT oid, pg_relation_filenode('idempotency_keys') FROM pg_database
 		WHERE datname = current_database()`).Scan(&db, &keys)
 	if err != nil {
 		_ = conn.Close(ctx)
