@@ -117,6 +117,20 @@ func (e *Engine) lockedBy() uuid.NullUUID {
 	return uuid.NullUUID{UUID: e.cfg.InstanceID, Valid: e.cfg.InstanceID != uuid.Nil}
 }
 
+// errInProgress is the answer for a key a live run holds: a live run
+// usually finishes within a second, and a crashed one is taken over once
+// its lease is stale.
+func errInProgress() error { return &InProgressError{RetryAfter: time.Second} }
+
+// flowFor is the flow registered for method and path.
+func (e *Engine) flowFor(method, path string) (Flow, error) {
+	flow, ok := e.flows[method+" "+path]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s %s", ErrUnknownFlow, method, path)
+	}
+	return flow, nil
+}
+
 // errRaced means the key changed between our read and our write (a
 // concurrent insert won, or the lease went elsewhere); the caller reads again.
 var errRaced = errors.New("raced on idempotency key")
@@ -134,9 +148,9 @@ const maxReads = 3
 // never check-then-insert: it is an INSERT … ON CONFLICT DO NOTHING, or a
 // conditional UPDATE of the lease, each of which decides atomically.
 func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
-	flow, ok := e.flows[req.Method+" "+req.Path]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s %s", ErrUnknownFlow, req.Method, req.Path)
+	flow, err := e.flowFor(req.Method, req.Path)
+	if err != nil {
+		return nil, err
 	}
 	for range maxReads {
 		key, err := e.queries.IdempotencyKeyGetByUserKey(ctx, e.pool, &dbsqlc.IdempotencyKeyGetByUserKeyParams{
@@ -165,7 +179,7 @@ func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
 		}
 		return res, err
 	}
-	return nil, &InProgressError{RetryAfter: time.Second}
+	return nil, errInProgress()
 }
 
 // Resume drives the key with id from its recovery point without a client, as
@@ -176,13 +190,13 @@ func (e *Engine) Resume(ctx context.Context, keyID int64) (*Result, error) {
 	if err = db.InterpretError(err); err != nil {
 		return nil, fmt.Errorf("error reading idempotency key: %w", err)
 	}
-	flow, ok := e.flows[key.RequestMethod+" "+key.RequestPath]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s %s", ErrUnknownFlow, key.RequestMethod, key.RequestPath)
+	flow, err := e.flowFor(key.RequestMethod, key.RequestPath)
+	if err != nil {
+		return nil, err
 	}
 	res, err := e.resume(ctx, flow, key)
 	if errors.Is(err, errRaced) {
-		return nil, &InProgressError{RetryAfter: time.Second}
+		return nil, errInProgress()
 	}
 	return res, err
 }
@@ -210,7 +224,7 @@ func (e *Engine) resume(ctx context.Context, flow Flow, key *dbsqlc.IdempotencyK
 	if RecoveryPoint(key.RecoveryPoint) == Finished {
 		return replay(key)
 	}
-	return nil, &InProgressError{RetryAfter: time.Second}
+	return nil, errInProgress()
 }
 
 // opener takes the lease in the first transaction of a run. It returns
