@@ -54,6 +54,7 @@ SET lock_token  = @lock_token,
     runs        = k.runs + 1
 WHERE k.id = @id
   AND k.recovery_point <> 'finished'
+  AND k.needs_attention_at IS NULL
   AND idempotency_key_lease_is_stale(k.lock_token, k.locked_at, k.locked_by,
         sqlc.arg(lease_seconds)::float8, sqlc.arg(dead_after_seconds)::float8)
 RETURNING *;
@@ -66,6 +67,7 @@ RETURNING *;
 SELECT k.id
 FROM idempotency_keys AS k
 WHERE k.recovery_point <> 'finished'
+  AND k.needs_attention_at IS NULL
   AND k.last_run_at < now() - interval '1 second' * (
         sqlc.arg(min_idle_seconds)::float8
         + least(sqlc.arg(backoff_seconds)::float8 * power(2, least(k.runs - 1, 16)), sqlc.arg(max_backoff_seconds)::float8))
@@ -93,7 +95,8 @@ WHERE id IN (
 -- name: IdempotencyKeyUnfinishedStats :one
 SELECT count(*)                                                   AS unfinished,
        coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds,
-       count(*) FILTER (WHERE created_at < now() - make_interval(secs => sqlc.arg(reconcile_after_seconds)::float8)) AS awaiting_reconciliation
+       count(*) FILTER (WHERE created_at < now() - make_interval(secs => sqlc.arg(reconcile_after_seconds)::float8)) AS awaiting_reconciliation,
+       count(*) FILTER (WHERE needs_attention_at IS NOT NULL)    AS needs_attention
 FROM idempotency_keys
 WHERE recovery_point <> 'finished';
 
@@ -124,11 +127,13 @@ WHERE id = @id
   AND lock_token = @lock_token;
 
 -- IdempotencyKeyRelease frees a lease without moving the recovery point, so the
--- next retry resumes at once. Zero rows means the lease was already lost.
+-- next retry resumes at once, and says why the run ended without an outcome
+-- (NULL keeps what was there). Zero rows means the lease was already lost.
 -- name: IdempotencyKeyRelease :execrows
 UPDATE idempotency_keys
 SET lock_token = NULL,
     locked_by  = NULL,
-    locked_at  = NULL
+    locked_at  = NULL,
+    last_error = coalesce(sqlc.narg(last_error), last_error)
 WHERE id = @id
   AND lock_token = @lock_token;

@@ -54,3 +54,25 @@ WITH payment AS (
 )
 SELECT *
 FROM payment;
+
+-- PaymentMarkAttemptSpent records that the charge's current Stripe key
+-- answered with a cached server error: later runs look the PaymentIntent up
+-- instead of sending that key again.
+-- name: PaymentMarkAttemptSpent :one
+UPDATE payments
+SET charge_attempt_spent_at = coalesce(charge_attempt_spent_at, now()),
+    updated_at              = now()
+WHERE id = @id
+  AND charge_attempt = @charge_attempt
+RETURNING *;
+
+-- PaymentNextAttempt moves the charge to the next Stripe key once the spent
+-- one is proven to have created nothing.
+-- name: PaymentNextAttempt :one
+UPDATE payments
+SET charge_attempt          = charge_attempt + 1,
+    charge_attempt_spent_at = NULL,
+    updated_at              = now()
+WHERE id = @id
+  AND charge_attempt = @charge_attempt
+RETURNING *;

@@ -45,13 +45,16 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, errs := payments.DecodeParams(body); errs != nil {
+	params, errs := payments.DecodeParams(body)
+	if errs != nil {
 		p := problem.New(problem.InvalidRequest, "The request body is not a valid payment.")
 		p.Errors = errs
 		writeProblem(w, p)
 		return
 	}
-	canonical, fingerprint, err := idempotency.Fingerprint(r.Method, payments.Path, body)
+	// The fingerprint covers the request as decoded, not as written: a null
+	// optional member and a member left out are the same request.
+	canonical, fingerprint, err := idempotency.Fingerprint(r.Method, payments.Path, params.Canonical())
 	if err != nil { // DecodeParams accepted it, so it is JSON; keep the guard
 		writeProblem(w, problem.New(problem.InvalidRequest, "The request body is not valid JSON."))
 		return

@@ -127,6 +127,31 @@ func TestReorderedJSONIsTheSameRequest(t *testing.T) {
 	require.Len(t, svc.Stripe.PaymentIntents(), 1)
 }
 
+func TestNullDescriptionIsNoDescription(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+	const (
+		withNull = `{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","description":null}`
+		without  = `{"amount":2000,"currency":"usd","payment_method":"pm_card_visa"}`
+	)
+
+	// Either way round: the retry is a replay, not a 422.
+	for key, bodies := range map[string][2]string{"null-first": {withNull, without}, "absent-first": {without, withNull}} {
+		first := svc.PostPayment(t, apiKey, key, bodies[0])
+		require.Equal(t, http.StatusCreated, first.Status, "body: %s", first.Body)
+		retry := svc.PostPayment(t, apiKey, key, bodies[1])
+		require.Equal(t, http.StatusCreated, retry.Status, "%s: %s", key, retry.Body)
+		require.Equal(t, "true", retry.Header.Get("Idempotent-Replayed"))
+		require.Equal(t, string(first.Body), string(retry.Body))
+	}
+	require.Len(t, svc.Stripe.PaymentIntents(), 2)
+
+	// An empty description is a description.
+	resp := svc.PostPayment(t, apiKey, "null-first", strings.Replace(withNull, "null", `""`, 1))
+	requireProblem(t, resp, http.StatusUnprocessableEntity, "idempotency-key-reused")
+}
+
 func TestKeyReusedWithDifferentRequest(t *testing.T) {
 	t.Parallel()
 	svc := testutil.StartService(t, testutil.ServiceOptions{})

@@ -33,6 +33,8 @@ const (
 	retryInProgress = time.Second
 	retryProcessor  = 2 * time.Second
 	retryStore      = 5 * time.Second
+	// An operator settles a parked key in minutes, not seconds.
+	retryOperator = time.Minute
 )
 
 // failure is what an error from below the HTTP layer means: the problem the
@@ -50,8 +52,14 @@ func classify(err error) failure {
 		inProgress *phases.InProgressError
 		ambiguous  *phases.AmbiguousError
 		refused    *phases.RefusedError
+		attention  *phases.NeedsAttentionError
 	)
 	switch {
+	case errors.As(err, &attention):
+		return failure{problem.New(problem.NeedsAttention,
+			"The outcome of this request could not be settled automatically and awaits an operator; it will not be charged again meanwhile. "+
+				"Retry later with the same key: once it is settled, its answer is replayed."),
+			retryOperator, metrics.OutcomeNeedsAttention}
 	case errors.As(err, &refused) && refused.Reason == phases.ReasonTooManyUnfinished:
 		return failure{problem.New(problem.TooManyUnfinishedKeys,
 			"You have too many requests still in progress. Retry these first, or wait for them to finish."),
@@ -91,6 +99,8 @@ func (f failure) write(w http.ResponseWriter, r *http.Request, err error) {
 	switch f.outcome {
 	case metrics.OutcomeAmbiguous:
 		log.Warn().Err(err).Msg("payment processor outcome unknown")
+	case metrics.OutcomeNeedsAttention:
+		log.Warn().Err(err).Msg("request awaits an operator")
 	case metrics.OutcomeStoreError:
 		log.Error().Err(err).Msg("store unavailable")
 	case metrics.OutcomeInternalError:

@@ -73,39 +73,44 @@ func TestCrashAfterEachRecoveryPoint(t *testing.T) {
 func TestRunThatLostItsLeaseCannotWrite(t *testing.T) {
 	t.Parallel()
 	const lease = 300 * time.Millisecond
-	// Runs may outlive their lease here, as a run stalled by a GC pause or
-	// a slow network would.
-	svc := testutil.StartService(t, testutil.ServiceOptions{LeaseTimeout: lease, RequestTimeout: 10 * time.Second})
+	// Run A stalls after its charge came back, before recording it, past
+	// its lease: as a GC pause or a slow network would stall it.
+	var stalled atomic.Bool
+	release := make(chan struct{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{
+		LeaseTimeout: lease, RequestTimeout: 10 * time.Second,
+		Hooks: phases.Hooks{AfterCall: func(context.Context, phases.RecoveryPoint) error {
+			if stalled.CompareAndSwap(false, true) {
+				<-release
+			}
+			return nil
+		}},
+	})
 	_, apiKey := svc.NewUser(t)
-	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
 
-	// Run A hangs inside its Stripe call past its lease.
 	first := make(chan *testutil.Response, 1)
 	go func() { first <- svc.PostPayment(t, apiKey, "taken-over", visa) }()
-	require.Eventually(t, func() bool { return svc.Stripe.Stats().Hangs == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, stalled.Load, 5*time.Second, 10*time.Millisecond)
 	time.Sleep(lease + 100*time.Millisecond)
 
-	// Run B takes the stale lease over. Stripe refuses its call while A's
-	// is still executing under the same Stripe key: an ambiguous outcome,
-	// so B frees the lease and answers 503.
+	// Run B takes the stale lease over and re-sends A's Stripe key: Stripe
+	// replays A's PaymentIntent, and B records it.
 	second := svc.PostPayment(t, apiKey, "taken-over", visa)
-	requireProblem(t, second, http.StatusServiceUnavailable, "processor-unavailable")
-	require.NotEmpty(t, second.Header.Get("Retry-After"))
+	require.Equal(t, http.StatusCreated, second.Status, "body: %s", second.Body)
 
-	// A's charge now completes at Stripe, but A no longer holds the lease:
-	// its record is refused and it writes nothing.
-	svc.Stripe.ReleaseHangs()
+	// A wakes up without its lease: its record is refused and it writes
+	// nothing.
+	close(release)
 	requireProblem(t, <-first, http.StatusConflict, "idempotency-key-in-use")
-	var status string
+	pis := svc.Stripe.PaymentIntents()
+	require.Len(t, pis, 1)
+	require.Equal(t, pis[0].ID, *decode[payment](t, second).StripePaymentIntentID)
+	var audits int
 	require.NoError(t, svc.Pool.QueryRow(context.Background(),
-		"SELECT p.status FROM payments p JOIN idempotency_keys k ON k.id = p.idempotency_key_id WHERE k.idempotency_key = 'taken-over'").Scan(&status))
-	require.Equal(t, "pending", status)
-
-	// The next retry adopts the PaymentIntent A's call created.
-	third := svc.PostPayment(t, apiKey, "taken-over", visa)
-	require.Equal(t, http.StatusCreated, third.Status, "body: %s", third.Body)
-	require.Len(t, svc.Stripe.PaymentIntents(), 1)
-	require.Equal(t, svc.Stripe.PaymentIntents()[0].ID, *decode[payment](t, third).StripePaymentIntentID)
+		"SELECT count(*) FROM audit_records WHERE action = 'payment.succeeded'").Scan(&audits))
+	require.Equal(t, 1, audits, "the stale run recorded nothing")
+	replay := svc.PostPayment(t, apiKey, "taken-over", visa)
+	require.Equal(t, string(second.Body), string(replay.Body))
 }
 
 func TestProcessorFaultsThenRetriesFinishOnce(t *testing.T) {

@@ -5,6 +5,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/api"
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/metrics"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
@@ -63,7 +65,7 @@ type App struct {
 }
 
 // New wires the service over pool.
-func New(pool *pgxpool.Pool, opts Options) (*App, error) {
+func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = 30 * time.Second
 	}
@@ -95,9 +97,13 @@ func New(pool *pgxpool.Pool, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	namespace, err := dbsqlc.New().DeploymentNamespace(ctx, pool)
+	if err != nil {
+		return nil, fmt.Errorf("error reading the deployment's namespace (are migrations applied?): %w", err)
+	}
 	charger := payments.NewCharger(opts.Stripe)
 	engine.Register(payments.Method, payments.Path,
-		payments.NewFlow(pool, charger, workers.ReceiptEnqueuer(riverClient)))
+		payments.NewFlow(pool, namespace, charger, workers.ReceiptEnqueuer(riverClient)))
 
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = engine.LeaseTimeout()

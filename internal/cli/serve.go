@@ -46,7 +46,7 @@ func serveCmd(ctx context.Context, args []string, log zerolog.Logger) error {
 		return errors.New("the database has pending migrations: run `paymentsd migrate` or `paymentsd serve --migrate`")
 	}
 
-	a, err := app.New(pool, app.Options{
+	a, err := app.New(ctx, pool, app.Options{
 		Logger:       log,
 		LeaseTimeout: cfg.LockTimeout,
 		Stripe: payments.StripeConfig{

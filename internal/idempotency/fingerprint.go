@@ -13,6 +13,11 @@ import (
 // fingerprint is the SHA-256 of the method, the path and that canonical body,
 // separated by line breaks (neither a method nor a path can hold one).
 //
+// Fingerprint compares JSON values, not requests: body should be the request
+// as its endpoint decoded it (payments.Params.Canonical), so that what the
+// endpoint reads as one request — a null optional member and the member left
+// out — is one fingerprint.
+//
 // It returns the canonical body too, which is what the key row stores.
 func Fingerprint(method, path string, body []byte) (canonical, sum []byte, err error) {
 	canonical, err = jcs.Transform(body)

@@ -73,7 +73,10 @@ func TestFingerprintDifferentRequest(t *testing.T) {
 		{name: "amount as string", method: fpMethod, path: fpPath, body: `{"amount":"2000","currency":"usd","payment_method":"pm_card_visa"}`},
 		{name: "different currency", method: fpMethod, path: fpPath, body: `{"amount":2000,"currency":"eur","payment_method":"pm_card_visa"}`},
 		{name: "different case", method: fpMethod, path: fpPath, body: `{"amount":2000,"currency":"USD","payment_method":"pm_card_visa"}`},
-		{name: "extra member", method: fpMethod, path: fpPath, body: `{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","description":null}`},
+		{name: "extra member", method: fpMethod, path: fpPath, body: `{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","tip":1}`},
+		// JSON values, not requests: the endpoint drops a null optional
+		// member before fingerprinting (TestParamsCanonical).
+		{name: "extra null member", method: fpMethod, path: fpPath, body: `{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","description":null}`},
 		{name: "different method", method: "PUT", path: fpPath, body: body},
 		{name: "different path", method: fpMethod, path: "/refunds", body: body},
 		{name: "path with trailing slash", method: fpMethod, path: fpPath + "/", body: body},

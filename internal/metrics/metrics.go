@@ -28,6 +28,8 @@ const (
 	OutcomeRateLimited = "rate_limited"
 	// OutcomeTooManyUnfinished is the per-user cap on unfinished keys (429).
 	OutcomeTooManyUnfinished = "too_many_unfinished"
+	// OutcomeNeedsAttention is a key parked for an operator (503).
+	OutcomeNeedsAttention = "needs_attention"
 	// OutcomeInternalError is a bug: an error nothing above knows (500).
 	OutcomeInternalError = "internal_error"
 )
@@ -41,6 +43,7 @@ type Metrics struct {
 	IdempotencyOutcomes *prometheus.CounterVec
 	PhaseDuration       *prometheus.HistogramVec
 	LeaseTakeovers      prometheus.Counter
+	KeysParked          prometheus.Counter
 	CompleterResumes    *prometheus.CounterVec
 	Reconciliations     *prometheus.CounterVec
 	ReapedKeys          prometheus.Counter
@@ -64,7 +67,7 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 		}, []string{"route"}),
 		IdempotencyOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paymentsd_idempotency_outcomes_total",
-			Help: "What became of idempotent requests: created, replayed, in_progress (409), key_reused (422), ambiguous (503), store_error (503), lease_lost (409), rate_limited (429), too_many_unfinished (429), internal_error (500).",
+			Help: "What became of idempotent requests: created, replayed, in_progress (409), key_reused (422), ambiguous (503), store_error (503), lease_lost (409), rate_limited (429), too_many_unfinished (429), needs_attention (503, parked for an operator), internal_error (500).",
 		}, []string{"outcome"}),
 		PhaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "paymentsd_phase_duration_seconds",
@@ -75,13 +78,17 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 			Name: "paymentsd_lease_takeovers_total",
 			Help: "Leases taken over from a stale run (timed out, or its instance stopped heartbeating).",
 		}),
+		KeysParked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paymentsd_keys_needing_attention_total",
+			Help: "Keys parked for an operator because no machine could settle their outcome (see paymentsd keys list --state needs-attention).",
+		}),
 		CompleterResumes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paymentsd_completer_resumes_total",
 			Help: "Keys the completer tried to resume, by outcome.",
 		}, []string{"outcome"}),
 		Reconciliations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paymentsd_reconciliations_total",
-			Help: "Lookups of a PaymentIntent by metadata after an unknown outcome, by result: adopted, not_found (a new attempt key follows), expired_not_found (past Stripe's window: recorded as not charged).",
+			Help: "Lookups of a PaymentIntent by metadata after an unknown outcome, by result: adopted, not_found (a new attempt key may follow), not_charged (proven at the end of Stripe's window), needs_attention (handed to an operator).",
 		}, []string{"result"}),
 		ReapedKeys: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "paymentsd_reaped_keys_total",
@@ -89,20 +96,20 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.IdempotencyOutcomes, m.PhaseDuration,
-		m.LeaseTakeovers, m.CompleterResumes, m.Reconciliations, m.ReapedKeys,
+		m.LeaseTakeovers, m.KeysParked, m.CompleterResumes, m.Reconciliations, m.ReapedKeys,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&keyCollector{pool: pool, reconcileAfter: reconcileAfter})
 	// Start every known series at zero, so dashboards and alerts see it
 	// before the first event.
 	for _, o := range []string{OutcomeCreated, OutcomeReplayed, OutcomeInProgress, OutcomeKeyReused,
 		OutcomeAmbiguous, OutcomeStoreError, OutcomeLeaseLost, OutcomeRateLimited,
-		OutcomeTooManyUnfinished, OutcomeInternalError} {
+		OutcomeTooManyUnfinished, OutcomeNeedsAttention, OutcomeInternalError} {
 		m.IdempotencyOutcomes.WithLabelValues(o)
 	}
 	for _, o := range []string{"finished", "already_finished", "in_progress", "ambiguous", "error"} {
 		m.CompleterResumes.WithLabelValues(o)
 	}
-	for _, r := range []string{"adopted", "not_found", "expired_not_found"} {
+	for _, r := range []string{"adopted", "not_found", "not_charged", "needs_attention"} {
 		m.Reconciliations.WithLabelValues(r)
 	}
 	return m
@@ -120,6 +127,8 @@ var (
 		"Idempotency keys not yet finished.", nil, nil)
 	reconcileDesc = prometheus.NewDesc("paymentsd_keys_awaiting_reconciliation",
 		"Unfinished keys older than the reconciliation threshold: their outcome needs a lookup or an operator.", nil, nil)
+	attentionDesc = prometheus.NewDesc("paymentsd_keys_needing_attention",
+		"Unfinished keys parked for an operator: never charged again automatically until paymentsd keys resolve settles them.", nil, nil)
 )
 
 // keyCollector reads the unfinished-key gauges from Postgres at scrape time.
@@ -132,6 +141,7 @@ func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- oldestDesc
 	ch <- unfinishedDesc
 	ch <- reconcileDesc
+	ch <- attentionDesc
 }
 
 func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -145,6 +155,7 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, stats.OldestAgeSeconds)
 	ch <- prometheus.MustNewConstMetric(unfinishedDesc, prometheus.GaugeValue, float64(stats.Unfinished))
 	ch <- prometheus.MustNewConstMetric(reconcileDesc, prometheus.GaugeValue, float64(stats.AwaitingReconciliation))
+	ch <- prometheus.MustNewConstMetric(attentionDesc, prometheus.GaugeValue, float64(stats.NeedsAttention))
 }
 
 // PhaseCommitted implements phases.Observer.
@@ -159,3 +170,6 @@ func (m *Metrics) CallDone(point phases.RecoveryPoint, took time.Duration) {
 
 // LeaseTakenOver implements phases.Observer.
 func (m *Metrics) LeaseTakenOver() { m.LeaseTakeovers.Inc() }
+
+// NeedsAttention implements phases.Observer.
+func (m *Metrics) NeedsAttention() { m.KeysParked.Inc() }

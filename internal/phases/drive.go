@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -19,7 +20,7 @@ import (
 // takes the lease inside the first transaction, so for a fresh key the
 // reservation commits together with the local steps that follow it.
 func (e *Engine) drive(ctx context.Context, flow Flow, open opener, fresh bool) (*Result, error) {
-	run := &Run{Fresh: fresh, token: uuid.New()}
+	run := &Run{Fresh: fresh, engine: e, token: uuid.New()}
 	resp, err := e.commitPhase(ctx, flow, run, open, nil)
 	for {
 		if err != nil {
@@ -27,7 +28,7 @@ func (e *Engine) drive(ctx context.Context, flow Flow, open opener, fresh bool) 
 			// committed under its lease: free the lease if the store lets
 			// us, so a retry need not wait for it to go stale.
 			if run.Key != nil && !errors.Is(err, ErrLeaseLost) {
-				e.release(context.WithoutCancel(ctx), run)
+				e.release(context.WithoutCancel(ctx), run, err)
 			}
 			return nil, err
 		}
@@ -48,16 +49,24 @@ func (e *Engine) drive(ctx context.Context, flow Flow, open opener, fresh bool) 
 	}
 }
 
-// call makes the foreign call of the step at the run's recovery point. On an
-// ambiguous outcome it frees the lease, so the next retry resumes at once.
+// call makes the foreign call of the step at the run's recovery point, within
+// the run's lease: a call is never started after the lease could have been
+// taken over. On an ambiguous outcome it frees the lease, so the next retry
+// resumes at once; a call that says its key needs attention parks the key.
 func (e *Engine) call(ctx context.Context, flow Flow, run *Run) (any, error) {
 	point := run.RecoveryPoint()
 	start := time.Now()
-	called, err := flow[point].Call(ctx, run)
+	callCtx, cancel := context.WithDeadline(ctx, run.leasedAt.Add(e.cfg.LeaseTimeout))
+	called, err := flow[point].Call(callCtx, run)
+	cancel()
 	e.cfg.Observer.CallDone(point, time.Since(start))
-	if err != nil {
-		// The release must happen even when the client has gone away.
-		e.release(context.WithoutCancel(ctx), run)
+	var attention *NeedsAttentionError
+	switch {
+	case errors.As(err, &attention):
+		// Parking must happen even when the client has gone away.
+		return nil, e.park(context.WithoutCancel(ctx), run, attention)
+	case err != nil:
+		e.release(context.WithoutCancel(ctx), run, err)
 		return nil, &AmbiguousError{Point: point, Err: err}
 	}
 	if hook := e.cfg.Hooks.AfterCall; hook != nil {
@@ -68,11 +77,51 @@ func (e *Engine) call(ctx context.Context, flow Flow, run *Run) (any, error) {
 	return called, nil
 }
 
-// release frees the run's lease. A failure is harmless: the lease goes stale.
-func (e *Engine) release(ctx context.Context, run *Run) {
+// maxErrorLen bounds what is kept of an error for the operator.
+const maxErrorLen = 1000
+
+// release frees the run's lease and records why the run ended without an
+// outcome (cause may be nil). A failure is harmless: the lease goes stale.
+func (e *Engine) release(ctx context.Context, run *Run, cause error) {
+	var lastError *string
+	if cause != nil {
+		lastError = ptr(truncate(cause.Error(), maxErrorLen))
+	}
 	_, _ = e.queries.IdempotencyKeyRelease(ctx, e.pool, &dbsqlc.IdempotencyKeyReleaseParams{
-		ID: run.Key.ID, LockToken: uuid.NullUUID{UUID: run.token, Valid: true},
+		ID: run.Key.ID, LockToken: uuid.NullUUID{UUID: run.token, Valid: true}, LastError: lastError,
 	})
+}
+
+// park hands the run's key to an operator, fenced by the run's lease, and
+// returns what the caller answers with.
+func (e *Engine) park(ctx context.Context, run *Run, attention *NeedsAttentionError) error {
+	rows, err := e.queries.IdempotencyKeyMarkNeedsAttention(ctx, e.pool, &dbsqlc.IdempotencyKeyMarkNeedsAttentionParams{
+		ID: run.Key.ID, LockToken: uuid.NullUUID{UUID: run.token, Valid: true},
+		LastError: ptr(truncate(attention.Reason, maxErrorLen)),
+	})
+	switch {
+	case err != nil:
+		// The lease goes stale and the next run meets the same answer.
+		e.release(ctx, run, attention)
+		return &AmbiguousError{Point: run.RecoveryPoint(), Err: fmt.Errorf("error parking key for an operator: %w", db.InterpretError(err))}
+	case rows == 0:
+		return ErrLeaseLost
+	}
+	e.cfg.Observer.NeedsAttention()
+	zerolog.Ctx(ctx).Warn().Int64("idempotency_key_id", run.Key.ID).Str("recovery_point", string(run.RecoveryPoint())).
+		Str("reason", attention.Reason).Msg("idempotency key needs attention: parked for an operator")
+	return &NeedsAttentionError{Reason: attention.Reason, Since: time.Now()}
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // commitPhase runs one transaction: open (when taking the lease), then the
@@ -87,6 +136,7 @@ func (e *Engine) commitPhase(ctx context.Context, flow Flow, run *Run, open open
 		resp  *Response
 	}
 	start := time.Now()
+	leasedAt := start
 	out, err := db.WithTxV(ctx, e.pool, func(ctx context.Context, tx pgx.Tx) (outcome, error) {
 		// Work on a copy of the key: a retried transaction starts again from
 		// what was committed, and the run only sees what this one commits.
@@ -98,7 +148,7 @@ func (e *Engine) commitPhase(ctx context.Context, flow Flow, run *Run, open open
 			}
 			key = *k
 		}
-		attempt := &Run{Key: &key, Fresh: run.Fresh, State: run.State, token: run.token}
+		attempt := &Run{Key: &key, Fresh: run.Fresh, State: run.State, engine: e, token: run.token}
 		start := attempt.RecoveryPoint()
 		var resp *Response
 		for point := start; point != Finished; point = attempt.RecoveryPoint() {
@@ -127,7 +177,7 @@ func (e *Engine) commitPhase(ctx context.Context, flow Flow, run *Run, open open
 	if err != nil {
 		return nil, db.InterpretError(err)
 	}
-	run.Key, run.State = out.key, out.state
+	run.Key, run.State, run.leasedAt = out.key, out.state, leasedAt
 	took := time.Since(start)
 	e.cfg.Observer.PhaseCommitted(run.RecoveryPoint(), took)
 	zerolog.Ctx(ctx).Debug().Int64("idempotency_key_id", run.Key.ID).Str("recovery_point", string(run.RecoveryPoint())).

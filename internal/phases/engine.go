@@ -206,6 +206,9 @@ func (e *Engine) resume(ctx context.Context, flow Flow, key *dbsqlc.IdempotencyK
 	if RecoveryPoint(key.RecoveryPoint) == Finished {
 		return replay(key)
 	}
+	if err := awaitingOperator(key); err != nil {
+		return nil, err
+	}
 	// Whether the current lease is stale (timed out, or its instance dead)
 	// is the lease update's to decide, on the database's clock.
 	res, err := e.drive(ctx, flow, e.leaseKey(key.ID, key.LockToken.Valid), false)
@@ -224,7 +227,22 @@ func (e *Engine) resume(ctx context.Context, flow Flow, key *dbsqlc.IdempotencyK
 	if RecoveryPoint(key.RecoveryPoint) == Finished {
 		return replay(key)
 	}
+	if err := awaitingOperator(key); err != nil {
+		return nil, err
+	}
 	return nil, errInProgress()
+}
+
+// awaitingOperator is the answer for a key parked for an operator, or nil.
+func awaitingOperator(key *dbsqlc.IdempotencyKey) error {
+	if key.NeedsAttentionAt == nil {
+		return nil
+	}
+	reason := ""
+	if key.LastError != nil {
+		reason = *key.LastError
+	}
+	return &NeedsAttentionError{Reason: reason, Since: *key.NeedsAttentionAt}
 }
 
 // opener takes the lease in the first transaction of a run. It returns

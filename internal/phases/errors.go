@@ -2,6 +2,7 @@ package phases
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -38,3 +39,26 @@ func (e *AmbiguousError) Error() string {
 }
 
 func (e *AmbiguousError) Unwrap() error { return e.Err }
+
+// NeedsAttentionError means no machine can settle the key: its outcome stayed
+// unknown, or what the remote party answered cannot be reconciled. The key
+// is parked for an operator and never run again automatically until it is
+// settled (Engine.Settle). A step's Call returns it (through NeedsAttention)
+// to park its key; Execute and Resume return it for a parked key.
+type NeedsAttentionError struct {
+	// Reason says why, for the operator; it never holds request data.
+	Reason string
+	// Since is when the key was parked (zero while the step is parking it).
+	Since time.Time
+}
+
+// NeedsAttention returns the error a step's Call returns to park its key.
+func NeedsAttention(format string, args ...any) error {
+	return &NeedsAttentionError{Reason: fmt.Sprintf(format, args...)}
+}
+
+func (e *NeedsAttentionError) Error() string { return "idempotency key needs attention: " + e.Reason }
+
+// ErrNotAwaitingOperator means a key to settle does not exist or does not
+// await an operator.
+var ErrNotAwaitingOperator = errors.New("idempotency key does not await an operator")

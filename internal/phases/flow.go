@@ -72,7 +72,12 @@ type Run struct {
 	// run starts with none: steps must be able to load what they need.
 	State any
 
-	token uuid.UUID
+	engine *Engine
+	token  uuid.UUID
+	// leasedAt is when this run last renewed its lease (before the commit
+	// that renewed it began): the run starts no call after leasedAt plus
+	// the lease length.
+	leasedAt time.Time
 }
 
 // RecoveryPoint is where the run stands.

@@ -15,6 +15,8 @@ type Observer interface {
 	CallDone(point RecoveryPoint, took time.Duration)
 	// LeaseTakenOver reports a lease taken from a stale run.
 	LeaseTakenOver()
+	// NeedsAttention reports a key parked for an operator.
+	NeedsAttention()
 }
 
 type nopObserver struct{}
@@ -22,6 +24,7 @@ type nopObserver struct{}
 func (nopObserver) PhaseCommitted(RecoveryPoint, time.Duration) {}
 func (nopObserver) CallDone(RecoveryPoint, time.Duration)       {}
 func (nopObserver) LeaseTakenOver()                             {}
+func (nopObserver) NeedsAttention()                             {}
 
 // Admitter decides whether a user may create one more key: a rate limit, a
 // cap on unfinished keys. It runs only for keys that do not exist yet, so

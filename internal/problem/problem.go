@@ -42,6 +42,7 @@ var (
 	TooManyUnfinishedKeys = Type{"too-many-unfinished-keys", "Too many unfinished idempotency keys", http.StatusTooManyRequests}
 	ProcessorUnavailable  = Type{"processor-unavailable", "Payment processor unavailable", http.StatusServiceUnavailable}
 	StoreUnavailable      = Type{"store-unavailable", "Store unavailable", http.StatusServiceUnavailable}
+	NeedsAttention        = Type{"needs-attention", "Awaiting an operator", http.StatusServiceUnavailable}
 	MigrationsPending     = Type{"migrations-pending", "Database migrations pending", http.StatusServiceUnavailable}
 	InternalError         = Type{"internal-error", "Internal error", http.StatusInternalServerError}
 )

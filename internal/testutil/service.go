@@ -45,6 +45,28 @@ type ServiceOptions struct {
 	MaxUnfinished int
 	// LogWriter, when set, receives every log line at debug level, JSON.
 	LogWriter io.Writer
+	// Emulator, when set, is the Stripe emulator to use (two services on
+	// one Stripe account share one); by default each service gets its own.
+	Emulator *Emulator
+	// Stripe tunes the charger; its key, base URL and timeout are filled in.
+	Stripe payments.StripeConfig
+}
+
+// Emulator is a Stripe emulator served over HTTP for tests.
+type Emulator struct {
+	*stripefake.Server
+	URL string
+}
+
+// StartEmulator serves a Stripe emulator until the test ends.
+func StartEmulator(t testing.TB, opts stripefake.Options) *Emulator {
+	t.Helper()
+	opts.Logger = Logger(t)
+	emulator := stripefake.New(opts)
+	srv := httptest.NewServer(emulator)
+	t.Cleanup(srv.Close)
+	t.Cleanup(emulator.ReleaseHangs) // before the server closes: cleanups run last-in first-out
+	return &Emulator{Server: emulator, URL: srv.URL}
 }
 
 // Service is paymentsd served over real HTTP on loopback, with its own
@@ -79,10 +101,10 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 	if pool == nil {
 		pool = NewDB(t)
 	}
-	emulator := stripefake.New(stripefake.Options{Logger: Logger(t)})
-	stripeSrv := httptest.NewServer(emulator)
-	t.Cleanup(stripeSrv.Close)
-	t.Cleanup(emulator.ReleaseHangs) // before the server closes: cleanups run last-in first-out
+	emulator := opts.Emulator
+	if emulator == nil {
+		emulator = StartEmulator(t, stripefake.Options{})
+	}
 
 	// Tests shorten leases to watch takeovers happen; requests keep a
 	// generous bound so a loaded machine does not time them out.
@@ -96,12 +118,19 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 	if opts.LogWriter != nil {
 		log = zerolog.New(opts.LogWriter).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 	}
-	a, err := app.New(pool, app.Options{
+	stripeCfg := opts.Stripe
+	stripeCfg.SecretKey, stripeCfg.APIBase, stripeCfg.Timeout = "sk_test_paymentsd", emulator.URL, opts.StripeTimeout
+	if stripeCfg.VisibilityMargin == 0 {
+		// The emulator's list is consistent at once; tests of the margin
+		// itself set one.
+		stripeCfg.VisibilityMargin = time.Millisecond
+	}
+	a, err := app.New(context.Background(), pool, app.Options{
 		Logger:         log,
 		RateLimit:      opts.RateLimit,
 		MaxUnfinished:  opts.MaxUnfinished,
 		LeaseTimeout:   opts.LeaseTimeout,
-		Stripe:         payments.StripeConfig{SecretKey: "sk_test_paymentsd", APIBase: stripeSrv.URL, Timeout: opts.StripeTimeout},
+		Stripe:         stripeCfg,
 		Hooks:          opts.Hooks,
 		ShutdownGrace:  5 * time.Second,
 		RequestTimeout: opts.RequestTimeout,
@@ -118,7 +147,7 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 	svc := &Service{
 		URL:    "http://" + ln.Addr().String(),
 		Pool:   pool,
-		Stripe: emulator,
+		Stripe: emulator.Server,
 		App:    a,
 		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}},
 		stop:   cancel,

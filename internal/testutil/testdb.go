@@ -115,6 +115,12 @@ func NewDB(t testing.TB) *pgxpool.Pool {
 		t.Fatalf("error connecting to test database: %v", err)
 	}
 	t.Cleanup(pool.Close)
+	// A clone is a copy of one database: like a staging copy of production,
+	// it must get a namespace of its own, or tests sharing an emulator would
+	// send each other's Stripe keys.
+	if _, err := pool.Exec(ctx, "UPDATE deployment SET namespace = gen_random_uuid()"); err != nil {
+		t.Fatalf("error giving the test database its own namespace: %v", err)
+	}
 	return pool
 }
 

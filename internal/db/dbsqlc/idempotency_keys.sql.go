@@ -127,7 +127,7 @@ func (q *Queries) IdempotencyKeyFinish(ctx context.Context, db DBTX, arg *Idempo
 }
 
 const idempotencyKeyGetByID = `-- name: IdempotencyKeyGetByID :one
-SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at
+SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error
 FROM idempotency_keys
 WHERE id = $1
 `
@@ -154,12 +154,14 @@ func (q *Queries) IdempotencyKeyGetByID(ctx context.Context, db DBTX, id int64) 
 		&i.ResponseHeaders,
 		&i.ResponseBody,
 		&i.FinishedAt,
+		&i.NeedsAttentionAt,
+		&i.LastError,
 	)
 	return &i, err
 }
 
 const idempotencyKeyGetByUserKey = `-- name: IdempotencyKeyGetByUserKey :one
-SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at
+SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error
 FROM idempotency_keys
 WHERE user_id = $1
   AND idempotency_key = $2
@@ -192,6 +194,8 @@ func (q *Queries) IdempotencyKeyGetByUserKey(ctx context.Context, db DBTX, arg *
 		&i.ResponseHeaders,
 		&i.ResponseBody,
 		&i.FinishedAt,
+		&i.NeedsAttentionAt,
+		&i.LastError,
 	)
 	return &i, err
 }
@@ -214,7 +218,7 @@ WHERE (
     ) AS unfinished
 ) < $9::int
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
-RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at
+RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error
 `
 
 type IdempotencyKeyInsertParams struct {
@@ -265,6 +269,8 @@ func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *Idempo
 		&i.ResponseHeaders,
 		&i.ResponseBody,
 		&i.FinishedAt,
+		&i.NeedsAttentionAt,
+		&i.LastError,
 	)
 	return &i, err
 }
@@ -278,9 +284,10 @@ SET lock_token  = $1,
     runs        = k.runs + 1
 WHERE k.id = $3
   AND k.recovery_point <> 'finished'
+  AND k.needs_attention_at IS NULL
   AND idempotency_key_lease_is_stale(k.lock_token, k.locked_at, k.locked_by,
         $4::float8, $5::float8)
-RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at
+RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error
 `
 
 type IdempotencyKeyLeaseParams struct {
@@ -323,6 +330,8 @@ func (q *Queries) IdempotencyKeyLease(ctx context.Context, db DBTX, arg *Idempot
 		&i.ResponseHeaders,
 		&i.ResponseBody,
 		&i.FinishedAt,
+		&i.NeedsAttentionAt,
+		&i.LastError,
 	)
 	return &i, err
 }
@@ -331,6 +340,7 @@ const idempotencyKeyListResumable = `-- name: IdempotencyKeyListResumable :many
 SELECT k.id
 FROM idempotency_keys AS k
 WHERE k.recovery_point <> 'finished'
+  AND k.needs_attention_at IS NULL
   AND k.last_run_at < now() - interval '1 second' * (
         $1::float8
         + least($2::float8 * power(2, least(k.runs - 1, 16)), $3::float8))
@@ -384,20 +394,23 @@ const idempotencyKeyRelease = `-- name: IdempotencyKeyRelease :execrows
 UPDATE idempotency_keys
 SET lock_token = NULL,
     locked_by  = NULL,
-    locked_at  = NULL
-WHERE id = $1
-  AND lock_token = $2
+    locked_at  = NULL,
+    last_error = coalesce($1, last_error)
+WHERE id = $2
+  AND lock_token = $3
 `
 
 type IdempotencyKeyReleaseParams struct {
+	LastError *string
 	ID        int64
 	LockToken uuid.NullUUID
 }
 
 // IdempotencyKeyRelease frees a lease without moving the recovery point, so the
-// next retry resumes at once. Zero rows means the lease was already lost.
+// next retry resumes at once, and says why the run ended without an outcome
+// (NULL keeps what was there). Zero rows means the lease was already lost.
 func (q *Queries) IdempotencyKeyRelease(ctx context.Context, db DBTX, arg *IdempotencyKeyReleaseParams) (int64, error) {
-	result, err := db.Exec(ctx, idempotencyKeyRelease, arg.ID, arg.LockToken)
+	result, err := db.Exec(ctx, idempotencyKeyRelease, arg.LastError, arg.ID, arg.LockToken)
 	if err != nil {
 		return 0, err
 	}
@@ -407,7 +420,8 @@ func (q *Queries) IdempotencyKeyRelease(ctx context.Context, db DBTX, arg *Idemp
 const idempotencyKeyUnfinishedStats = `-- name: IdempotencyKeyUnfinishedStats :one
 SELECT count(*)                                                   AS unfinished,
        coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds,
-       count(*) FILTER (WHERE created_at < now() - make_interval(secs => $1::float8)) AS awaiting_reconciliation
+       count(*) FILTER (WHERE created_at < now() - make_interval(secs => $1::float8)) AS awaiting_reconciliation,
+       count(*) FILTER (WHERE needs_attention_at IS NOT NULL)    AS needs_attention
 FROM idempotency_keys
 WHERE recovery_point <> 'finished'
 `
@@ -416,11 +430,17 @@ type IdempotencyKeyUnfinishedStatsRow struct {
 	Unfinished             int64
 	OldestAgeSeconds       float64
 	AwaitingReconciliation int64
+	NeedsAttention         int64
 }
 
 func (q *Queries) IdempotencyKeyUnfinishedStats(ctx context.Context, db DBTX, reconcileAfterSeconds float64) (*IdempotencyKeyUnfinishedStatsRow, error) {
 	row := db.QueryRow(ctx, idempotencyKeyUnfinishedStats, reconcileAfterSeconds)
 	var i IdempotencyKeyUnfinishedStatsRow
-	err := row.Scan(&i.Unfinished, &i.OldestAgeSeconds, &i.AwaitingReconciliation)
+	err := row.Scan(
+		&i.Unfinished,
+		&i.OldestAgeSeconds,
+		&i.AwaitingReconciliation,
+		&i.NeedsAttention,
+	)
 	return &i, err
 }

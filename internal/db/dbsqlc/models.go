@@ -20,6 +20,12 @@ type AuditRecord struct {
 	CreatedAt    time.Time
 }
 
+type Deployment struct {
+	Singleton bool
+	Namespace uuid.UUID
+	CreatedAt time.Time
+}
+
 type IdempotencyKey struct {
 	ID                 int64
 	UserID             int64
@@ -39,6 +45,8 @@ type IdempotencyKey struct {
 	ResponseHeaders    []byte
 	ResponseBody       []byte
 	FinishedAt         *time.Time
+	NeedsAttentionAt   *time.Time
+	LastError          *string
 }
 
 type Instance struct {
@@ -63,6 +71,8 @@ type Payment struct {
 	FailureMessage        *string
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
+	ChargeAttempt         int32
+	ChargeAttemptSpentAt  *time.Time
 }
 
 type Receipt struct {

@@ -11,7 +11,7 @@ import (
 )
 
 const paymentGetByIDForUser = `-- name: PaymentGetByIDForUser :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
 FROM payments
 WHERE id = $1
   AND user_id = $2
@@ -41,12 +41,14 @@ func (q *Queries) PaymentGetByIDForUser(ctx context.Context, db DBTX, arg *Payme
 		&i.FailureMessage,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ChargeAttempt,
+		&i.ChargeAttemptSpentAt,
 	)
 	return &i, err
 }
 
 const paymentGetByIdempotencyKeyID = `-- name: PaymentGetByIdempotencyKeyID :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
 FROM payments
 WHERE idempotency_key_id = $1
 `
@@ -68,6 +70,8 @@ func (q *Queries) PaymentGetByIdempotencyKeyID(ctx context.Context, db DBTX, ide
 		&i.FailureMessage,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ChargeAttempt,
+		&i.ChargeAttemptSpentAt,
 	)
 	return &i, err
 }
@@ -79,14 +83,14 @@ WITH payment AS (
     ) VALUES (
         $1, $2, $3, $4, $5, $6
     )
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.created', 'payment', p.id,
            jsonb_build_object('status', p.status, 'idempotency_key_id', p.idempotency_key_id)
     FROM payment AS p
 )
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
 FROM payment
 `
 
@@ -113,6 +117,8 @@ type PaymentInsertRow struct {
 	FailureMessage        *string
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
+	ChargeAttempt         int32
+	ChargeAttemptSpentAt  *time.Time
 }
 
 // PaymentInsert creates the pending payment and its audit record in one
@@ -141,6 +147,88 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg *PaymentInsert
 		&i.FailureMessage,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ChargeAttempt,
+		&i.ChargeAttemptSpentAt,
+	)
+	return &i, err
+}
+
+const paymentMarkAttemptSpent = `-- name: PaymentMarkAttemptSpent :one
+UPDATE payments
+SET charge_attempt_spent_at = coalesce(charge_attempt_spent_at, now()),
+    updated_at              = now()
+WHERE id = $1
+  AND charge_attempt = $2
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
+`
+
+type PaymentMarkAttemptSpentParams struct {
+	ID            int64
+	ChargeAttempt int32
+}
+
+// PaymentMarkAttemptSpent records that the charge's current Stripe key
+// answered with a cached server error: later runs look the PaymentIntent up
+// instead of sending that key again.
+func (q *Queries) PaymentMarkAttemptSpent(ctx context.Context, db DBTX, arg *PaymentMarkAttemptSpentParams) (*Payment, error) {
+	row := db.QueryRow(ctx, paymentMarkAttemptSpent, arg.ID, arg.ChargeAttempt)
+	var i Payment
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.IdempotencyKeyID,
+		&i.Amount,
+		&i.Currency,
+		&i.PaymentMethod,
+		&i.Description,
+		&i.Status,
+		&i.StripePaymentIntentID,
+		&i.FailureCode,
+		&i.FailureMessage,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChargeAttempt,
+		&i.ChargeAttemptSpentAt,
+	)
+	return &i, err
+}
+
+const paymentNextAttempt = `-- name: PaymentNextAttempt :one
+UPDATE payments
+SET charge_attempt          = charge_attempt + 1,
+    charge_attempt_spent_at = NULL,
+    updated_at              = now()
+WHERE id = $1
+  AND charge_attempt = $2
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
+`
+
+type PaymentNextAttemptParams struct {
+	ID            int64
+	ChargeAttempt int32
+}
+
+// PaymentNextAttempt moves the charge to the next Stripe key once the spent
+// one is proven to have created nothing.
+func (q *Queries) PaymentNextAttempt(ctx context.Context, db DBTX, arg *PaymentNextAttemptParams) (*Payment, error) {
+	row := db.QueryRow(ctx, paymentNextAttempt, arg.ID, arg.ChargeAttempt)
+	var i Payment
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.IdempotencyKeyID,
+		&i.Amount,
+		&i.Currency,
+		&i.PaymentMethod,
+		&i.Description,
+		&i.Status,
+		&i.StripePaymentIntentID,
+		&i.FailureCode,
+		&i.FailureMessage,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChargeAttempt,
+		&i.ChargeAttemptSpentAt,
 	)
 	return &i, err
 }
@@ -154,7 +242,7 @@ WITH payment AS (
         failure_message          = $4,
         updated_at               = now()
     WHERE payments.id = $5
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.' || p.status, 'payment', p.id,
@@ -165,7 +253,7 @@ WITH payment AS (
                'idempotency_key_id', p.idempotency_key_id))
     FROM payment AS p
 )
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
 FROM payment
 `
 
@@ -191,6 +279,8 @@ type PaymentRecordOutcomeRow struct {
 	FailureMessage        *string
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
+	ChargeAttempt         int32
+	ChargeAttemptSpentAt  *time.Time
 }
 
 // PaymentRecordOutcome records the charge's outcome and audits it, in one
@@ -218,6 +308,8 @@ func (q *Queries) PaymentRecordOutcome(ctx context.Context, db DBTX, arg *Paymen
 		&i.FailureMessage,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ChargeAttempt,
+		&i.ChargeAttemptSpentAt,
 	)
 	return &i, err
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/phases"
 )
 
@@ -38,15 +41,17 @@ const (
 type EnqueueReceipt func(ctx context.Context, tx pgx.Tx, paymentID int64) error
 
 type flow struct {
-	pool    *pgxpool.Pool
-	charger *Charger
-	receipt EnqueueReceipt
-	queries *dbsqlc.Queries
+	pool      *pgxpool.Pool
+	namespace uuid.UUID
+	charger   *Charger
+	receipt   EnqueueReceipt
+	queries   *dbsqlc.Queries
 }
 
-// NewFlow returns the payment flow for the phase engine.
-func NewFlow(pool *pgxpool.Pool, charger *Charger, receipt EnqueueReceipt) phases.Flow {
-	f := &flow{pool: pool, charger: charger, receipt: receipt, queries: dbsqlc.New()}
+// NewFlow returns the payment flow for the phase engine. namespace is the
+// deployment's (see package intent).
+func NewFlow(pool *pgxpool.Pool, namespace uuid.UUID, charger *Charger, receipt EnqueueReceipt) phases.Flow {
+	f := &flow{pool: pool, namespace: namespace, charger: charger, receipt: receipt, queries: dbsqlc.New()}
 	return phases.Flow{
 		phases.Started: {Apply: f.createPayment},
 		PaymentCreated: {Call: f.charge, Apply: f.recordCharge},
@@ -82,14 +87,59 @@ func (f *flow) charge(ctx context.Context, run *phases.Run) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.charger.Charge(ctx, &PaymentRef{
-		ID:            payment.ID,
-		UserID:        payment.UserID,
+	return f.charger.Charge(ctx, &ChargeRequest{
+		Intent:        f.intentOf(run.Key),
 		Amount:        payment.Amount,
 		Currency:      payment.Currency,
 		PaymentMethod: payment.PaymentMethod,
 		Description:   payment.Description,
-	}, run.Age())
+		KeyCreatedAt:  run.Key.CreatedAt,
+		Attempt:       int(payment.ChargeAttempt),
+		SpentAt:       payment.ChargeAttemptSpentAt,
+		Progress:      &progress{flow: f, run: run, paymentID: payment.ID},
+	})
+}
+
+// intentOf is the client intent a key stands for.
+func (f *flow) intentOf(key *dbsqlc.IdempotencyKey) intent.Intent {
+	return intent.Intent{Namespace: f.namespace, UserID: key.UserID, Key: key.IdempotencyKey}
+}
+
+// progress records a charge's Stripe attempts on its payment row, fenced by
+// the run's lease.
+type progress struct {
+	flow      *flow
+	run       *phases.Run
+	paymentID int64
+}
+
+func (p *progress) Spent(ctx context.Context, attempt int) (time.Time, error) {
+	var spentAt time.Time
+	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		row, err := p.flow.queries.PaymentMarkAttemptSpent(ctx, tx, &dbsqlc.PaymentMarkAttemptSpentParams{
+			ID: p.paymentID, ChargeAttempt: int32(attempt),
+		})
+		if err != nil {
+			return fmt.Errorf("error recording spent Stripe attempt: %w", db.InterpretError(err))
+		}
+		spentAt = *row.ChargeAttemptSpentAt
+		p.run.State = (*dbsqlc.Payment)(row)
+		return nil
+	})
+	return spentAt, err
+}
+
+func (p *progress) Next(ctx context.Context, attempt int) error {
+	return p.run.Checkpoint(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		row, err := p.flow.queries.PaymentNextAttempt(ctx, tx, &dbsqlc.PaymentNextAttemptParams{
+			ID: p.paymentID, ChargeAttempt: int32(attempt),
+		})
+		if err != nil {
+			return fmt.Errorf("error moving to the next Stripe attempt: %w", db.InterpretError(err))
+		}
+		p.run.State = (*dbsqlc.Payment)(row)
+		return nil
+	})
 }
 
 // recordCharge stores the charge's definite outcome. A success moves on; a

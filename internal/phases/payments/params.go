@@ -33,6 +33,16 @@ type Params struct {
 	Description   *string `json:"description,omitempty"`
 }
 
+// Canonical is the request as its fingerprint and its key row see it: only
+// the members DecodeParams accepted, with an optional member that was sent
+// as null left out, so that `"description": null` and no description are one
+// request. idempotency.Fingerprint puts it into RFC 8785 form; the flow
+// decodes the stored copy with encoding/json.
+func (p *Params) Canonical() []byte {
+	b, _ := json.Marshal(p) // integers and valid UTF-8 strings: it cannot fail
+	return b
+}
+
 // paymentMethodPattern admits Stripe PaymentMethod ids only. The prefix
 // keeps a card number typed into the field from ever being stored.
 var paymentMethodPattern = regexp.MustCompile(`^pm_[A-Za-z0-9_]+$`)

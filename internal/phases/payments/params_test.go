@@ -309,6 +309,61 @@ func TestDecodeParamsDetails(t *testing.T) {
 	require.Equal(t, []problem.FieldError{{Pointer: "", Detail: `member "amount" appears more than once`}}, errs)
 }
 
+// fingerprint decodes b as the API does and returns its canonical body and
+// fingerprint.
+func fingerprint(t *testing.T, b []byte) (string, []byte) {
+	t.Helper()
+	p, errs := payments.DecodeParams(b)
+	require.Empty(t, errs, "body %s", b)
+	canonical, sum, err := idempotency.Fingerprint(payments.Method, payments.Path, p.Canonical())
+	require.NoError(t, err)
+	return string(canonical), sum
+}
+
+// TestParamsCanonical checks that a request is fingerprinted as decoded: a
+// null optional member is the member left out, while every value that makes
+// another payment makes another fingerprint.
+func TestParamsCanonical(t *testing.T) {
+	t.Parallel()
+	canonicalAbsent, absent := fingerprint(t, body())
+	require.Equal(t, `{"amount":2000,"currency":"usd","payment_method":"pm_card_visa"}`, canonicalAbsent)
+
+	t.Run("null description is no description", func(t *testing.T) {
+		t.Parallel()
+		canonical, sum := fingerprint(t, body("description", "null"))
+		require.Equal(t, canonicalAbsent, canonical)
+		require.Equal(t, absent, sum)
+	})
+
+	t.Run("spelling does not matter", func(t *testing.T) {
+		t.Parallel()
+		_, sum := fingerprint(t, []byte(" {\"payment_method\":\"pm\\u005fcard_visa\", \"description\" : null,\"currency\":\"usd\",\"amount\":2000}\n"))
+		require.Equal(t, absent, sum)
+	})
+
+	t.Run("a description is another request", func(t *testing.T) {
+		t.Parallel()
+		_, empty := fingerprint(t, body("description", `""`))
+		_, x := fingerprint(t, body("description", `"x"`))
+		_, y := fingerprint(t, body("description", `"y"`))
+		require.NotEqual(t, absent, empty, "an empty description is a description")
+		require.NotEqual(t, absent, x)
+		require.NotEqual(t, x, y)
+	})
+
+	t.Run("same text as the body's own canonical form", func(t *testing.T) {
+		t.Parallel()
+		// encoding/json escapes <, > and & for HTML; RFC 8785 does not, so
+		// keys stored before Canonical existed keep their fingerprints.
+		b := body("description", `"<a href=\"x\">&amp; \u2028 é</a>"`)
+		canonical, sum := fingerprint(t, b)
+		rawCanonical, rawSum, err := idempotency.Fingerprint(payments.Method, payments.Path, b)
+		require.NoError(t, err)
+		require.Equal(t, string(rawCanonical), canonical)
+		require.Equal(t, rawSum, sum)
+	})
+}
+
 var (
 	paymentMethodRE = regexp.MustCompile(`^[A-Za-z0-9_]{1,255}$`)
 	currencyRE      = regexp.MustCompile(`^[a-z]{3}$`)
@@ -336,13 +391,16 @@ func checkLimits(t *testing.T, p *payments.Params) {
 // FuzzDecodeParams checks that DecodeParams never panics, that what it
 // accepts satisfies every documented limit, that an accepted request
 // survives a round trip through encoding/json unchanged, and that the API's
-// next step, the fingerprint, accepts every body DecodeParams accepts. A
-// refused body gets sorted errors, each with a JSON pointer.
+// next step, the fingerprint, accepts every body DecodeParams accepts and
+// gives its canonical params the body's own fingerprint, but for a null
+// description left out. A refused body gets sorted errors, each with a JSON
+// pointer.
 func FuzzDecodeParams(f *testing.F) {
 	for _, seed := range []string{
 		`{"amount":2000,"currency":"usd","payment_method":"pm_card_visa"}`,
 		`{"amount":99999999,"currency":"eur","payment_method":"pm_1","description":"Café\n\t😀"}`,
 		`{"amount":1,"currency":"jpy","payment_method":"pm_x","description":null}`,
+		`{"description":"<&>\u2028","amount":7,"currency":"usd","payment_method":"pm_x"}`,
 		`{"amount":2e3,"currency":"USD","payment_method":"pm card","description":1,"tip":1,"a/b~":2}`,
 		`{"amount":1,"amount":2}`,
 		`{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","description":"\ud800"}`,
@@ -373,7 +431,28 @@ func FuzzDecodeParams(f *testing.F) {
 		require.Empty(t, errs, "re-marshalled %q (from %q) refused", out, b)
 		require.Equal(t, p, again)
 
-		_, _, err = idempotency.Fingerprint(payments.Method, payments.Path, b)
+		_, rawSum, err := idempotency.Fingerprint(payments.Method, payments.Path, b)
 		require.NoError(t, err, "accepted body %q cannot be fingerprinted", b)
+
+		// The API fingerprints the canonical params: they decode to the
+		// same request, and they differ from the body itself only by a
+		// null description left out, so a null member and its absence are
+		// one request and no other fingerprint changes.
+		canonical := p.Canonical()
+		again, errs = payments.DecodeParams(canonical)
+		require.Empty(t, errs, "canonical %q (from %q) refused", canonical, b)
+		require.Equal(t, p, again)
+		_, sum, err := idempotency.Fingerprint(payments.Method, payments.Path, canonical)
+		require.NoError(t, err, "canonical %q (from %q)", canonical, b)
+		var members map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(b, &members))
+		if string(members["description"]) == "null" {
+			delete(members, "description")
+			withoutNull, err := json.Marshal(members)
+			require.NoError(t, err)
+			_, rawSum, err = idempotency.Fingerprint(payments.Method, payments.Path, withoutNull)
+			require.NoError(t, err)
+		}
+		require.Equal(t, rawSum, sum, "body %q and its canonical params %q", b, canonical)
 	})
 }

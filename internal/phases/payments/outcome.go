@@ -1,0 +1,46 @@
+package payments
+
+import (
+	"net/http"
+
+	"github.com/stripe/stripe-go/v79"
+)
+
+// outcomeOf reads the outcome of a confirmed PaymentIntent.
+func outcomeOf(pi *stripe.PaymentIntent) *Charge {
+	charge := &Charge{PaymentIntentID: pi.ID, Succeeded: pi.Status == stripe.PaymentIntentStatusSucceeded}
+	if !charge.Succeeded {
+		charge.Declined = true
+		charge.Code, charge.Message = "payment_intent_"+string(pi.Status), "the PaymentIntent did not succeed"
+		if e := pi.LastPaymentError; e != nil {
+			charge.Code, charge.Message = declineCode(e), e.Msg
+		}
+	}
+	return charge
+}
+
+// definite reports whether serr is a definite refusal and what it was: a
+// card_error, or an invalid_request_error that is not about the key or the
+// rate (nothing was charged).
+func definite(serr *stripe.Error) (*Charge, bool) {
+	switch {
+	case serr.Type == stripe.ErrorTypeCard:
+		charge := &Charge{Declined: true, Code: declineCode(serr), Message: serr.Msg}
+		if serr.PaymentIntent != nil {
+			charge.PaymentIntentID = serr.PaymentIntent.ID
+		}
+		return charge, true
+	case serr.Type == stripe.ErrorTypeInvalidRequest && serr.HTTPStatusCode >= 400 && serr.HTTPStatusCode < 500 &&
+		serr.HTTPStatusCode != http.StatusUnauthorized && serr.HTTPStatusCode != http.StatusConflict &&
+		serr.HTTPStatusCode != http.StatusTooManyRequests:
+		return &Charge{Code: string(serr.Code), Message: serr.Msg}, true
+	}
+	return nil, false
+}
+
+func declineCode(e *stripe.Error) string {
+	if e.DeclineCode != "" {
+		return string(e.DeclineCode)
+	}
+	return string(e.Code)
+}

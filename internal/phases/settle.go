@@ -1,0 +1,79 @@
+package phases
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+)
+
+// Checkpoint runs fn in a transaction that renews the run's lease, fenced
+// like every other write of the run. A step's Call uses it to record how far
+// a long call got (a spent remote attempt, say), so a later run does not
+// repeat it. If another run took the key over, nothing fn wrote commits and
+// Checkpoint returns ErrLeaseLost.
+func (r *Run) Checkpoint(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	start := time.Now()
+	err := db.WithTx(ctx, r.engine.pool, func(ctx context.Context, tx pgx.Tx) error {
+		rows, err := r.engine.queries.IdempotencyKeyRenewLease(ctx, tx, &dbsqlc.IdempotencyKeyRenewLeaseParams{
+			ID: r.Key.ID, LockToken: r.lockToken(),
+		})
+		switch {
+		case err != nil:
+			return fmt.Errorf("error renewing lease: %w", err)
+		case rows == 0:
+			return ErrLeaseLost
+		}
+		return fn(ctx, tx)
+	})
+	if err != nil {
+		return db.InterpretError(err)
+	}
+	r.leasedAt = start
+	return nil
+}
+
+// Settler decides, in the settling transaction, what a parked key answers
+// from now on: it updates the flow's own rows and returns the response to
+// store.
+type Settler func(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*Response, error)
+
+// Settle finishes a key that awaits an operator: settle runs in the same
+// transaction that locks the key and stores its answer, so the key's answer
+// and the flow's rows change together. It returns ErrNotAwaitingOperator
+// when the key does not exist or is not parked.
+func (e *Engine) Settle(ctx context.Context, keyID int64, settle Settler) (*Response, error) {
+	return db.WithTxV(ctx, e.pool, func(ctx context.Context, tx pgx.Tx) (*Response, error) {
+		key, err := e.queries.IdempotencyKeyLockNeedsAttention(ctx, tx, keyID)
+		if err = db.InterpretError(err); err != nil {
+			if errors.Is(err, db.ErrNotFound) {
+				return nil, ErrNotAwaitingOperator
+			}
+			return nil, fmt.Errorf("error locking idempotency key: %w", err)
+		}
+		resp, err := settle(ctx, tx, key)
+		if err != nil {
+			return nil, err
+		}
+		headers, err := json.Marshal(resp.Headers)
+		if err != nil {
+			return nil, fmt.Errorf("error encoding response headers: %w", err)
+		}
+		if _, err := e.queries.IdempotencyKeyFinishSettled(ctx, tx, &dbsqlc.IdempotencyKeyFinishSettledParams{
+			ID: key.ID, ResponseCode: ptr(int32(resp.Status)), ResponseHeaders: headers, ResponseBody: resp.Body,
+		}); err != nil {
+			return nil, fmt.Errorf("error storing settled response: %w", err)
+		}
+		return resp, nil
+	})
+}
+
+// lockToken is the run's lease token as the queries take it.
+func (r *Run) lockToken() uuid.NullUUID { return uuid.NullUUID{UUID: r.token, Valid: true} }
