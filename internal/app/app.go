@@ -61,7 +61,9 @@ type App struct {
 	Handler    http.Handler
 	Metrics    *metrics.Metrics
 	InstanceID uuid.UUID
-	opts       Options
+	// Resolver settles payment keys that await an operator.
+	Resolver *payments.Resolver
+	opts     Options
 }
 
 // New wires the service over pool.
@@ -102,8 +104,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 		return nil, fmt.Errorf("error reading the deployment's namespace (are migrations applied?): %w", err)
 	}
 	charger := payments.NewCharger(opts.Stripe)
-	engine.Register(payments.Method, payments.Path,
-		payments.NewFlow(pool, namespace, charger, workers.ReceiptEnqueuer(riverClient)))
+	receipt := workers.ReceiptEnqueuer(riverClient)
+	engine.Register(payments.Method, payments.Path, payments.NewFlow(pool, namespace, charger, receipt))
 
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = engine.LeaseTimeout()
@@ -125,6 +127,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 		Handler:    server.Handler(),
 		Metrics:    m,
 		InstanceID: instanceID,
+		Resolver:   &payments.Resolver{Engine: engine, Charger: charger, Namespace: namespace, Receipt: receipt},
 		opts:       opts,
 	}, nil
 }

@@ -18,6 +18,10 @@ const usage = `usage:
   paymentsd users create --email E       create a user; prints {"user_id","email","api_key"}
   paymentsd serve [--migrate]            serve the HTTP API and the background workers
   paymentsd stripefake [--addr A]        serve the Stripe emulator
+  paymentsd keys list [--state unfinished|needs-attention] [--user N]
+                                         unfinished keys, one JSON line each
+  paymentsd keys resolve ID --as charged --payment-intent PI | --as not-charged
+                                         settle a key that awaits an operator
 `
 
 // errUsage marks a command line that does not parse.
@@ -51,6 +55,14 @@ func dispatch(ctx context.Context, args []string, stdout io.Writer, log zerolog.
 			return errUsage
 		}
 		return usersCreateCmd(ctx, rest[1:], stdout)
+	case "keys":
+		switch {
+		case len(rest) > 0 && rest[0] == "list":
+			return keysListCmd(ctx, rest[1:], stdout)
+		case len(rest) > 0 && rest[0] == "resolve":
+			return keysResolveCmd(ctx, rest[1:], stdout, log)
+		}
+		return errUsage
 	case "serve":
 		return serveCmd(ctx, rest, log)
 	case "stripefake":

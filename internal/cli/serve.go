@@ -46,7 +46,23 @@ func serveCmd(ctx context.Context, args []string, log zerolog.Logger) error {
 		return errors.New("the database has pending migrations: run `paymentsd migrate` or `paymentsd serve --migrate`")
 	}
 
-	a, err := app.New(ctx, pool, app.Options{
+	a, err := app.New(ctx, pool, appOptions(cfg, log))
+	if err != nil {
+		return err
+	}
+	servePprof(ctx, os.Getenv("PAYMENTSD_PPROF_ADDR"), log)
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("error listening on %s: %w", cfg.Addr, err)
+	}
+	log.Info().Str("addr", ln.Addr().String()).Str("instance_id", a.InstanceID.String()).
+		Bool("stripe_emulator", cfg.StripeAPIBase != "").Dur("lock_timeout", cfg.LockTimeout).Msg("serving")
+	return a.Run(ctx, ln)
+}
+
+// appOptions are the service's options as the environment sets them.
+func appOptions(cfg *config.Config, log zerolog.Logger) app.Options {
+	return app.Options{
 		Logger:       log,
 		LeaseTimeout: cfg.LockTimeout,
 		Stripe: payments.StripeConfig{
@@ -62,16 +78,28 @@ func serveCmd(ctx context.Context, args []string, log zerolog.Logger) error {
 			Reaper:    workers.ReaperConfig{Interval: cfg.ReaperInterval, Retention: cfg.KeyRetention},
 			RiverLog:  slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		},
-	})
-	if err != nil {
-		return err
 	}
-	servePprof(ctx, os.Getenv("PAYMENTSD_PPROF_ADDR"), log)
-	ln, err := net.Listen("tcp", cfg.Addr)
+}
+
+// offlineApp assembles the service without serving it, for a command that
+// works through its parts (an operator's, say). Close it when done.
+func offlineApp(ctx context.Context, log zerolog.Logger) (*app.App, func(), error) {
+	cfg, err := config.Load()
 	if err != nil {
-		return fmt.Errorf("error listening on %s: %w", cfg.Addr, err)
+		return nil, nil, err
 	}
-	log.Info().Str("addr", ln.Addr().String()).Str("instance_id", a.InstanceID.String()).
-		Bool("stripe_emulator", cfg.StripeAPIBase != "").Dur("lock_timeout", cfg.LockTimeout).Msg("serving")
-	return a.Run(ctx, ln)
+	pool, err := db.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pending, err := db.PendingMigrations(ctx, pool); err != nil || pending {
+		pool.Close()
+		return nil, nil, errors.Join(err, errors.New("the database has pending migrations: run `paymentsd migrate` first"))
+	}
+	a, err := app.New(ctx, pool, appOptions(cfg, log))
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return a, pool.Close, nil
 }

@@ -310,3 +310,6 @@ func replay(key *dbsqlc.IdempotencyKey) (*Result, error) {
 	}
 	return &Result{Response: resp, Replayed: true}, nil
 }
+
+// Pool is the pool the engine works through.
+func (e *Engine) Pool() *pgxpool.Pool { return e.pool }

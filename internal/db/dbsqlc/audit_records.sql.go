@@ -22,6 +22,8 @@ type AuditRecordInsertParams struct {
 	Data         []byte
 }
 
+// AuditRecordInsert appends one record to the audit trail, in the
+// transaction of the change it records.
 func (q *Queries) AuditRecordInsert(ctx context.Context, db DBTX, arg *AuditRecordInsertParams) error {
 	_, err := db.Exec(ctx, auditRecordInsert,
 		arg.UserID,

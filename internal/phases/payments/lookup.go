@@ -22,13 +22,8 @@ const maxLookupPages = 100
 // miss nothing. An intent with another amount or currency, or more than
 // one PaymentIntent, needs an operator: never a silent choice.
 func (c *Charger) lookup(ctx context.Context, req *ChargeRequest) (*stripe.PaymentIntent, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	found := map[string]*stripe.PaymentIntent{}
-	if err := c.list(ctx, req, found); err != nil {
-		return nil, err
-	}
-	if err := c.search(ctx, req, found); err != nil {
+	found, err := c.find(ctx, req)
+	if err != nil {
 		return nil, err
 	}
 	var match *stripe.PaymentIntent
@@ -43,6 +38,20 @@ func (c *Charger) lookup(ctx context.Context, req *ChargeRequest) (*stripe.Payme
 		match = pi
 	}
 	return match, nil
+}
+
+// find returns every PaymentIntent of the request's intent, by id.
+func (c *Charger) find(ctx context.Context, req *ChargeRequest) (map[string]*stripe.PaymentIntent, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	found := map[string]*stripe.PaymentIntent{}
+	if err := c.list(ctx, req, found); err != nil {
+		return nil, err
+	}
+	if err := c.search(ctx, req, found); err != nil {
+		return nil, err
+	}
+	return found, nil
 }
 
 // list adds to found the intent's PaymentIntents created since a little

@@ -1,0 +1,161 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stripe/stripe-go/v79"
+
+	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/intent"
+	"github.com/paymentsd/paymentsd/internal/phases"
+)
+
+// ErrResolutionRefused means what an operator asserted contradicts Stripe.
+var ErrResolutionRefused = errors.New("resolution refused")
+
+// Resolver settles payment keys that await an operator. Every settlement is
+// checked against Stripe first, audited, and stored as the key's answer.
+type Resolver struct {
+	Engine    *phases.Engine
+	Charger   *Charger
+	Namespace uuid.UUID
+	Receipt   EnqueueReceipt
+}
+
+// Charged settles key keyID as charged by PaymentIntent piID: the
+// PaymentIntent must have succeeded for the payment's amount and currency,
+// and must not belong to another intent. The key then answers 201 with the
+// payment, which gets its receipt like any other.
+func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phases.Response, error) {
+	pi, err := r.Charger.retrieve(ctx, piID)
+	if err != nil {
+		return nil, err
+	}
+	q := dbsqlc.New()
+	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+		payment, err := paymentOfKey(ctx, tx, key)
+		if err != nil {
+			return nil, err
+		}
+		in := intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey}
+		switch {
+		case pi.Status != stripe.PaymentIntentStatusSucceeded:
+			return nil, fmt.Errorf("%w: PaymentIntent %s is %s, not succeeded", ErrResolutionRefused, pi.ID, pi.Status)
+		case pi.Amount != payment.Amount || string(pi.Currency) != payment.Currency:
+			return nil, fmt.Errorf("%w: PaymentIntent %s is for %d %s, the payment for %d %s",
+				ErrResolutionRefused, pi.ID, pi.Amount, pi.Currency, payment.Amount, payment.Currency)
+		case pi.Metadata[intent.MetadataIntent] != "" && !in.Owns(pi.Metadata):
+			return nil, fmt.Errorf("%w: PaymentIntent %s belongs to another intent", ErrResolutionRefused, pi.ID)
+		}
+		row, err := q.PaymentRecordOutcome(ctx, tx, &dbsqlc.PaymentRecordOutcomeParams{
+			ID: payment.ID, Status: StatusSucceeded, StripePaymentIntentID: &pi.ID,
+		})
+		if err != nil {
+			if db.IsUniqueViolation(err, "payments_stripe_payment_intent_id_key") {
+				return nil, fmt.Errorf("%w: PaymentIntent %s is recorded on another payment", ErrResolutionRefused, pi.ID)
+			}
+			return nil, fmt.Errorf("error recording charge: %w", err)
+		}
+		if err := auditResolution(ctx, tx, key, payment.ID, "charged", pi.ID); err != nil {
+			return nil, err
+		}
+		if err := r.Receipt(ctx, tx, payment.ID); err != nil {
+			return nil, err
+		}
+		return createdResponse((*dbsqlc.Payment)(row)), nil
+	})
+}
+
+// NotCharged settles key keyID as not charged, once Stripe confirms that no
+// PaymentIntent of its intent succeeded. The key then answers with a stored
+// 400 payment-rejected whose processor_code is not_charged.
+func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Response, error) {
+	key, err := dbsqlc.New().IdempotencyKeyGetByID(ctx, r.Engine.Pool(), keyID)
+	if err = db.InterpretError(err); err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return nil, phases.ErrNotAwaitingOperator
+		}
+		return nil, err
+	}
+	found, err := r.Charger.find(ctx, &ChargeRequest{
+		Intent:       intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey},
+		KeyCreatedAt: key.CreatedAt,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, pi := range found {
+		if pi.Status == stripe.PaymentIntentStatusSucceeded {
+			return nil, fmt.Errorf("%w: PaymentIntent %s of this intent succeeded: resolve it as charged", ErrResolutionRefused, pi.ID)
+		}
+	}
+	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+		payment, err := paymentOfKey(ctx, tx, key)
+		if err != nil {
+			return nil, err
+		}
+		charge := &Charge{Code: "not_charged", Message: "an operator found that nothing was charged"}
+		row, err := dbsqlc.New().PaymentRecordOutcome(ctx, tx, &dbsqlc.PaymentRecordOutcomeParams{
+			ID: payment.ID, Status: StatusFailed, FailureCode: &charge.Code, FailureMessage: &charge.Message,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("error recording outcome: %w", err)
+		}
+		if err := auditResolution(ctx, tx, key, payment.ID, "not_charged", ""); err != nil {
+			return nil, err
+		}
+		return rejectedResponse((*dbsqlc.Payment)(row), charge), nil
+	})
+}
+
+// paymentOfKey is the payment a parked key made; only payment keys are
+// settled here.
+func paymentOfKey(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*dbsqlc.Payment, error) {
+	if key.RequestMethod != Method || key.RequestPath != Path {
+		return nil, fmt.Errorf("%w: key %d is a %s %s, not a payment", ErrResolutionRefused, key.ID, key.RequestMethod, key.RequestPath)
+	}
+	p, err := dbsqlc.New().PaymentGetByIdempotencyKeyID(ctx, tx, &key.ID)
+	if err = db.InterpretError(err); err != nil {
+		return nil, fmt.Errorf("error loading payment of idempotency key %d: %w", key.ID, err)
+	}
+	return p, nil
+}
+
+// auditResolution records who settled what: the operator's word, and the
+// error that had parked the key.
+func auditResolution(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey, paymentID int64, as, piID string) error {
+	data, err := json.Marshal(map[string]any{
+		"idempotency_key_id": key.ID, "as": as, "stripe_payment_intent_id": piID,
+		"parked_because": key.LastError, "resolved_by": "operator",
+	})
+	if err != nil {
+		return err
+	}
+	if err := dbsqlc.New().AuditRecordInsert(ctx, tx, &dbsqlc.AuditRecordInsertParams{
+		UserID: key.UserID, Action: "payment.resolved", ResourceType: "payment", ResourceID: paymentID, Data: data,
+	}); err != nil {
+		return fmt.Errorf("error auditing resolution: %w", err)
+	}
+	return nil
+}
+
+// retrieve reads one PaymentIntent; a missing one is a refusal.
+func (c *Charger) retrieve(ctx context.Context, id string) (*stripe.PaymentIntent, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	params := &stripe.PaymentIntentParams{}
+	params.Context = ctx
+	pi, err := c.api.PaymentIntents.Get(id, params)
+	var serr *stripe.Error
+	if errors.As(err, &serr) && serr.HTTPStatusCode == http.StatusNotFound {
+		return nil, fmt.Errorf("%w: Stripe has no PaymentIntent %s", ErrResolutionRefused, id)
+	}
+	return pi, err
+}
