@@ -16,6 +16,13 @@
 //     is still created in status requires_payment_method). Any other payment
 //     method is a 400 resource_missing and creates nothing.
 //   - GET /v1/payment_intents/{id} and GET /v1/payment_intents/search.
+//   - GET /v1/payment_intents: newest first (reverse creation order, so ties
+//     within one second page deterministically), filtered by created (an
+//     integer, or created[gt], [gte], [lt], [lte] in Unix seconds), paged by
+//     limit (1-100, default 10) and the starting_after / ending_before
+//     cursors (an unknown id is a 400 resource_missing; both at once a 400),
+//     answering {"object":"list","data":[...],"has_more":...,"url":...}.
+//     Strongly consistent. Unknown parameters are a 400 parameter_unknown.
 //   - Idempotency: results of POST requests carrying an Idempotency-Key are
 //     saved per (API key, idempotency key) together with a hash of the
 //     parameters, once the endpoint started executing. That includes 402
@@ -32,8 +39,9 @@
 // (real Stripe's search index can lag writes by up to a minute, so production
 // code must not rely on a just-created PaymentIntent being found), only the
 // query forms metadata['k']:'v', status:'s', currency:'c' and amount:n joined
-// by AND are understood, PaymentIntents are visible to every API key, and
-// only create, retrieve and search are implemented.
+// by AND are understood, PaymentIntents have no customer (list with
+// customer=... is empty) and are visible to every API key, and only create,
+// retrieve, list and search are implemented.
 //
 // # Faults
 //

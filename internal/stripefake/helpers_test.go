@@ -7,7 +7,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
@@ -97,3 +99,19 @@ func rawDo(t *testing.T, e *env, method, path, auth string, header http.Header, 
 	require.NoError(t, err)
 	return resp.StatusCode, resp.Header, string(b)
 }
+
+// fakeClock is a settable clock for Options.Now.
+type fakeClock struct{ ns atomic.Int64 }
+
+// newClock returns a clock standing at t.
+func newClock(t time.Time) *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(t.UnixNano())
+	return c
+}
+
+// Now returns the clock's time.
+func (c *fakeClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
+
+// Add moves the clock by d.
+func (c *fakeClock) Add(d time.Duration) { c.ns.Add(int64(d)) }

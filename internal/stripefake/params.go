@@ -153,3 +153,27 @@ func metadataParam(form url.Values) (map[string]string, *errorObject) {
 	}
 	return md, nil
 }
+
+// Stripe's page size bounds for list and search.
+const (
+	defaultLimit = 10
+	maxLimit     = 100
+)
+
+// limitParam parses the optional limit of a list or search request.
+func limitParam(q url.Values) (int, *errorObject) {
+	raw, ok := single(q, "limit")
+	if !ok || raw == "" {
+		return defaultLimit, nil
+	}
+	n, err := strconv.Atoi(raw)
+	switch {
+	case err != nil:
+		return 0, invalidParam("limit", "parameter_invalid_integer", "Invalid integer: "+raw)
+	case n < 1:
+		return 0, invalidParam("limit", "", "This value must be greater than or equal to 1.")
+	case n > maxLimit:
+		return 0, invalidParam("limit", "", "This value must be less than or equal to 100.")
+	}
+	return n, nil
+}

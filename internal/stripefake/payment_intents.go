@@ -50,6 +50,13 @@ type PaymentIntent struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
+// storedIntent is a PaymentIntent as the server holds it: with the exact
+// instant of its creation.
+type storedIntent struct {
+	PaymentIntent
+	createdAt time.Time
+}
+
 // testCard describes how a Stripe test payment method behaves.
 type testCard struct {
 	brand       string
@@ -195,7 +202,6 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 		PaymentMethod:  p.paymentMethod,
 		Description:    p.description,
 		Metadata:       p.metadata,
-		Created:        time.Unix(s.now().Unix(), 0).UTC(),
 		ClientSecret:   id + "_secret_" + randomID(25),
 		IdempotencyKey: idempotencyKey,
 	}
@@ -214,9 +220,14 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 		pi.DeclineCode = card.declineCode
 	}
 
+	// The clock is read under the lock, so that creation order (the order
+	// of s.intents, which list and search page by) never contradicts the
+	// creation times.
 	s.mu.Lock()
+	now := s.now()
+	pi.Created = time.Unix(now.Unix(), 0).UTC()
 	s.byID[pi.ID] = len(s.intents)
-	s.intents = append(s.intents, pi)
+	s.intents = append(s.intents, storedIntent{PaymentIntent: pi, createdAt: now})
 	s.stats.PaymentIntentsCreated++
 	if pi.DeclineCode != "" {
 		s.stats.Declines++
@@ -241,7 +252,7 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request, _ string
 	idx, ok := s.byID[id]
 	var pi PaymentIntent
 	if ok {
-		pi = s.intents[idx]
+		pi = s.intents[idx].PaymentIntent
 	} else {
 		s.stats.InvalidRequests++
 	}
@@ -265,7 +276,8 @@ func (s *Server) PaymentIntents() []PaymentIntent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]PaymentIntent, len(s.intents))
-	for i, pi := range s.intents {
+	for i, rec := range s.intents {
+		pi := rec.PaymentIntent
 		pi.Metadata = maps.Clone(pi.Metadata)
 		out[i] = pi
 	}

@@ -226,7 +226,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request, _ string) 
 		pi := s.intents[i]
 		ok := true
 		for _, c := range clauses {
-			ok = ok && c.matches(pi)
+			ok = ok && c.matches(pi.PaymentIntent)
 		}
 		switch {
 		case !ok:

@@ -25,7 +25,8 @@ type Options struct {
 	// IdempotencyTTL is how long a saved idempotent result is replayed.
 	// Zero means 24 hours, like Stripe.
 	IdempotencyTTL time.Duration
-	// Now returns the current time. Nil means time.Now.
+	// Now returns the current time. Nil means time.Now. It is called with
+	// the server's lock held, so it must not call the Server.
 	Now func() time.Time
 }
 
@@ -42,7 +43,7 @@ type Server struct {
 	chaos      Chaos
 	faults     []Fault
 	release    chan struct{}
-	intents    []PaymentIntent
+	intents    []storedIntent
 	byID       map[string]int
 	idem       map[idemKey]*idemEntry
 	sinceSweep int
@@ -72,6 +73,7 @@ func New(opts Options) *Server {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/payment_intents", s.authed(s.handleCreate))
+	mux.HandleFunc("GET /v1/payment_intents", s.authed(s.handleList))
 	mux.HandleFunc("GET /v1/payment_intents/search", s.authed(s.handleSearch))
 	mux.HandleFunc("GET /v1/payment_intents/{id}", s.authed(s.handleRetrieve))
 	mux.HandleFunc("GET /_fake/stats", s.handleAdminStats)
@@ -165,7 +167,7 @@ func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) {
 	s.bump(func(st *Stats) { st.InvalidRequests++ })
 	writeError(w, http.StatusNotFound, errorObject{
 		Type:    typeInvalidRequest,
-		Message: "Unrecognized request URL (" + r.Method + ": " + r.URL.Path + "). stripefake only implements create, retrieve and search of PaymentIntents.",
+		Message: "Unrecognized request URL (" + r.Method + ": " + r.URL.Path + "). stripefake only implements create, retrieve, list and search of PaymentIntents.",
 	})
 }
 

@@ -33,6 +33,8 @@ type Stats struct {
 	Unauthorized int64 `json:"unauthorized"`
 	// Searches counts search requests.
 	Searches int64 `json:"searches"`
+	// Lists counts list requests, including invalid ones.
+	Lists int64 `json:"lists"`
 	// Retrieves counts retrieve requests, including 404s.
 	Retrieves int64 `json:"retrieves"`
 }
