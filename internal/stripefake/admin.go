@@ -2,6 +2,7 @@ package stripefake
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 )
@@ -17,9 +18,11 @@ type AdminFaultsRequest struct {
 
 // AdminFault is the JSON form of a Fault.
 type AdminFault struct {
-	// Kind is "latency", "500", "lost_answer" or "hang"; required.
+	// Kind is "latency", "500", "lost_answer", "hang", "500_charged",
+	// "idempotency_error" or "outlive_client"; required.
 	Kind *FaultKind `json:"kind"`
-	// LatencyMS is Fault.Latency in milliseconds.
+	// LatencyMS is Fault.Latency in milliseconds; required (positive) for
+	// "outlive_client".
 	LatencyMS int64 `json:"latency_ms,omitempty"`
 }
 
@@ -31,12 +34,22 @@ type AdminChaos struct {
 	PLostAnswer float64 `json:"p_lost_answer"`
 	// PHang is Chaos.PHang.
 	PHang float64 `json:"p_hang"`
+	// P500Charged is Chaos.P500Charged.
+	P500Charged float64 `json:"p_500_charged"`
+	// PIdempotencyError is Chaos.PIdempotencyError.
+	PIdempotencyError float64 `json:"p_idempotency_error"`
+	// POutliveClient is Chaos.POutliveClient; it needs OutliveLatencyMS.
+	POutliveClient float64 `json:"p_outlive_client"`
 	// LatencyMS is Chaos.Latency.
 	LatencyMS int64 `json:"latency_ms"`
 	// MaxLatencyMS is Chaos.MaxLatency.
 	MaxLatencyMS int64 `json:"max_latency_ms"`
 	// HangForMS is Chaos.HangFor.
 	HangForMS int64 `json:"hang_for_ms"`
+	// OutliveLatencyMS is Chaos.OutliveLatency.
+	OutliveLatencyMS int64 `json:"outlive_latency_ms"`
+	// SearchLagMS is Chaos.SearchLag.
+	SearchLagMS int64 `json:"search_lag_ms"`
 }
 
 // AdminFaultsResponse is the answer of POST /_fake/faults.
@@ -47,28 +60,57 @@ type AdminFaultsResponse struct {
 	Chaos AdminChaos `json:"chaos"`
 }
 
-// validate checks ranges and converts to Chaos.
-func (c AdminChaos) validate() (Chaos, string) {
-	for _, p := range []float64{c.P500, c.PLostAnswer, c.PHang} {
+// Chaos checks ranges and converts c to a Chaos: probabilities within [0, 1]
+// adding up to at most 1, durations not negative, max_latency_ms (unless 0)
+// not below latency_ms, and outlive_latency_ms positive when
+// p_outlive_client is.
+func (c AdminChaos) Chaos() (Chaos, error) {
+	ps := []float64{c.P500, c.PLostAnswer, c.PHang, c.P500Charged, c.PIdempotencyError, c.POutliveClient}
+	sum := 0.0
+	for _, p := range ps {
 		if p < 0 || p > 1 {
-			return Chaos{}, "chaos probabilities must be within [0, 1]"
+			return Chaos{}, errors.New("chaos probabilities must be within [0, 1]")
+		}
+		sum += p
+	}
+	// The tolerance forgives rounding, as in 0.1 taken ten times.
+	if sum > 1+1e-9 {
+		return Chaos{}, errors.New("chaos probabilities must not add up to more than 1")
+	}
+	for _, d := range []int64{c.LatencyMS, c.MaxLatencyMS, c.HangForMS, c.OutliveLatencyMS, c.SearchLagMS} {
+		if d < 0 {
+			return Chaos{}, errors.New("chaos durations must not be negative")
 		}
 	}
-	if c.P500+c.PLostAnswer+c.PHang > 1 {
-		return Chaos{}, "chaos probabilities must not add up to more than 1"
-	}
-	if c.LatencyMS < 0 || c.MaxLatencyMS < 0 || c.HangForMS < 0 {
-		return Chaos{}, "chaos durations must not be negative"
-	}
 	if c.MaxLatencyMS != 0 && c.MaxLatencyMS < c.LatencyMS {
-		return Chaos{}, "max_latency_ms must not be below latency_ms"
+		return Chaos{}, errors.New("max_latency_ms must not be below latency_ms")
 	}
+	if c.POutliveClient > 0 && c.OutliveLatencyMS == 0 {
+		return Chaos{}, errors.New("p_outlive_client needs a positive outlive_latency_ms")
+	}
+	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	return Chaos{
 		P500: c.P500, PLostAnswer: c.PLostAnswer, PHang: c.PHang,
-		Latency:    time.Duration(c.LatencyMS) * time.Millisecond,
-		MaxLatency: time.Duration(c.MaxLatencyMS) * time.Millisecond,
-		HangFor:    time.Duration(c.HangForMS) * time.Millisecond,
-	}, ""
+		P500Charged: c.P500Charged, PIdempotencyError: c.PIdempotencyError, POutliveClient: c.POutliveClient,
+		Latency:        ms(c.LatencyMS),
+		MaxLatency:     ms(c.MaxLatencyMS),
+		HangFor:        ms(c.HangForMS),
+		OutliveLatency: ms(c.OutliveLatencyMS),
+		SearchLag:      ms(c.SearchLagMS),
+	}, nil
+}
+
+// adminChaos is the JSON form of c.
+func adminChaos(c Chaos) AdminChaos {
+	return AdminChaos{
+		P500: c.P500, PLostAnswer: c.PLostAnswer, PHang: c.PHang,
+		P500Charged: c.P500Charged, PIdempotencyError: c.PIdempotencyError, POutliveClient: c.POutliveClient,
+		LatencyMS:        c.Latency.Milliseconds(),
+		MaxLatencyMS:     c.MaxLatency.Milliseconds(),
+		HangForMS:        c.HangFor.Milliseconds(),
+		OutliveLatencyMS: c.OutliveLatency.Milliseconds(),
+		SearchLagMS:      c.SearchLag.Milliseconds(),
+	}
 }
 
 // handleAdminStats answers GET /_fake/stats.
@@ -103,13 +145,17 @@ func (s *Server) handleAdminFaults(w http.ResponseWriter, r *http.Request) {
 			bad("latency_ms must not be negative")
 			return
 		}
+		if *f.Kind == FaultOutliveClient && f.LatencyMS == 0 {
+			bad("an outlive_client fault needs a positive latency_ms")
+			return
+		}
 		faults = append(faults, Fault{Kind: *f.Kind, Latency: time.Duration(f.LatencyMS) * time.Millisecond})
 	}
 	var chaos Chaos
 	if req.Chaos != nil {
-		var msg string
-		if chaos, msg = req.Chaos.validate(); msg != "" {
-			bad(msg)
+		var err error
+		if chaos, err = req.Chaos.Chaos(); err != nil {
+			bad(err.Error())
 			return
 		}
 	}
@@ -119,16 +165,7 @@ func (s *Server) handleAdminFaults(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	c := s.chaos
-	resp := AdminFaultsResponse{
-		PendingFaults: len(s.faults),
-		Chaos: AdminChaos{
-			P500: c.P500, PLostAnswer: c.PLostAnswer, PHang: c.PHang,
-			LatencyMS:    c.Latency.Milliseconds(),
-			MaxLatencyMS: c.MaxLatency.Milliseconds(),
-			HangForMS:    c.HangFor.Milliseconds(),
-		},
-	}
+	resp := AdminFaultsResponse{PendingFaults: len(s.faults), Chaos: adminChaos(s.chaos)}
 	s.mu.Unlock()
 	writeValue(w, http.StatusOK, resp)
 }

@@ -88,3 +88,51 @@ func TestChaosHangEndsByItself(t *testing.T) {
 	require.Less(t, time.Since(start), 50*time.Millisecond)
 	require.EqualValues(t, 1, e.fake.Stats().Hangs)
 }
+
+// chaosRunDocumented is chaosRun for the kinds Stripe documents: outcomes
+// are "ok", "500" (always after a charge) and "idem" (nothing executed).
+func chaosRunDocumented(t *testing.T, seed uint64, n int) ([]string, stripefake.Stats) {
+	t.Helper()
+	e := newEnv(t, stripefake.Options{Seed: seed})
+	e.fake.SetChaos(stripefake.Chaos{
+		P500Charged: 0.1, PIdempotencyError: 0.1, POutliveClient: 0.1,
+		OutliveLatency: time.Millisecond,
+	})
+	outcomes := make([]string, 0, n)
+	for i := range n {
+		_, err := e.sc.PaymentIntents.New(piParams("pm_card_visa", fmt.Sprint(i), fmt.Sprintf("doc-%d", i)))
+		var se *stripe.Error
+		switch {
+		case err == nil:
+			outcomes = append(outcomes, "ok")
+		case errors.As(err, &se) && se.HTTPStatusCode == http.StatusInternalServerError:
+			outcomes = append(outcomes, "500")
+		case errors.As(err, &se) && se.Type == stripe.ErrorTypeIdempotency:
+			outcomes = append(outcomes, "idem")
+		default:
+			t.Fatalf("unexpected outcome %v", err)
+		}
+	}
+	return outcomes, e.fake.Stats()
+}
+
+func TestChaosDocumentedKinds(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	first, st := chaosRunDocumented(t, 7, n)
+	second, _ := chaosRunDocumented(t, 7, n)
+	require.Equal(t, first, second)
+
+	count := map[string]int64{}
+	for _, o := range first {
+		count[o]++
+	}
+	require.Positive(t, count["500"])
+	require.Positive(t, count["idem"])
+	require.Positive(t, st.OutliveClients)
+	require.Equal(t, count["500"], st.Faults500Charged)
+	require.Equal(t, count["idem"], st.FaultsIdempotencyError)
+	require.Equal(t, st.OutliveClients, st.Latencies)
+	// Every 500 charged; only the idempotency errors created nothing.
+	require.Equal(t, int64(n)-count["idem"], st.PaymentIntentsCreated)
+}

@@ -1,15 +1,28 @@
 package stripefake
 
 import (
+	"context"
 	"net/http"
 	"strings"
+	"time"
 )
+
+// outcome is the answer an execution produced.
+type outcome struct {
+	status int
+	body   []byte
+}
 
 // handleCreate answers POST /v1/payment_intents.
 //
 // Order of business, as in Stripe: parse the form; with an Idempotency-Key,
 // replay / reject / claim the key; validate (failures are not saved); take a
 // fault; execute; save the result under the key; answer.
+//
+// Execution runs in its own goroutine, detached from the request: once it
+// started (after any hang) it creates and saves whatever the client does,
+// as Stripe does. If the client leaves first the handler returns at once
+// and the execution finishes on its own.
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, apiKey string) {
 	s.bump(func(st *Stats) { st.CreateRequests++ })
 	reqID := w.Header().Get("Request-Id")
@@ -27,7 +40,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, apiKey str
 	if keyName != "" {
 		w.Header().Set("Idempotency-Key", keyName)
 		k := idemKey{apiKey: apiKey, key: keyName}
-		if !s.claimOrAnswer(w, k, hashParams(r.Form)) {
+		if !s.claimOrAnswer(w, k, hashParams(r.Form), reqID) {
 			return
 		}
 		key = &k
@@ -47,30 +60,84 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, apiKey str
 		s.log.Info().Str("request_id", reqID).Str("fault", pl.kind.String()).
 			Dur("latency", pl.latency).Str("idempotency_key", keyName).Msg("stripefake: fault")
 	}
-	if !s.delay(r.Context(), pl) {
+	if pl.kind == FaultIdempotencyError {
+		// Answered like a key reused with other parameters: not executed,
+		// not saved.
+		s.unclaim(key)
+		s.bump(func(st *Stats) { st.FaultsIdempotencyError++ })
+		writeError(w, http.StatusBadRequest, idempotencyMismatch(keyName, reqID))
+		return
+	}
+	if !s.hang(r.Context(), pl) {
 		s.unclaim(key)
 		return
 	}
 
-	var status int
-	var body []byte
-	if pl.kind == Fault500 {
-		s.bump(func(st *Stats) { st.Faults500++ })
-		status = http.StatusInternalServerError
-		body = errorBody(errorObject{
-			Type:          typeAPI,
-			Message:       "An unknown error occurred (injected by stripefake).",
-			RequestLogURL: requestLogURL(reqID),
-		})
-	} else {
-		status, body = s.createIntent(p, reqID, keyName)
+	done := make(chan outcome, 1)
+	s.bump(func(st *Stats) { st.ExecutingNow++ })
+	go func() { done <- s.execute(r.Context(), pl, p, key, reqID, keyName) }()
+	var out outcome
+	select {
+	case out = <-done:
+	case <-r.Context().Done():
+		s.log.Info().Str("request_id", reqID).Msg("stripefake: client gone; the request keeps executing")
+		return
 	}
-	s.save(key, status, body, reqID)
 
 	if pl.kind == FaultLostAnswer {
 		s.bump(func(st *Stats) { st.LostAnswers++ })
-		dropConnection(w, status)
+		dropConnection(w, out.status)
 		return
 	}
-	writeJSON(w, status, body)
+	writeJSON(w, out.status, out.body)
+}
+
+// execute sleeps the plan's latency, then runs the create as the plan says
+// and saves the result under key. It never looks at ctx except to count, in
+// Stats.ClientsGone, results that nobody is waiting for any more.
+func (s *Server) execute(ctx context.Context, pl plan, p createParams, key *idemKey, reqID, keyName string) outcome {
+	if pl.kind == FaultOutliveClient {
+		s.bump(func(st *Stats) { st.OutliveClients++ })
+	}
+	if pl.latency > 0 {
+		s.bump(func(st *Stats) { st.Latencies++ })
+		time.Sleep(pl.latency)
+	}
+
+	var out outcome
+	switch pl.kind {
+	case Fault500:
+		s.bump(func(st *Stats) { st.Faults500++ })
+		out = outcome{http.StatusInternalServerError, unknownErrorBody(reqID)}
+	case Fault500Charged:
+		s.createIntent(p, reqID, keyName)
+		s.bump(func(st *Stats) { st.Faults500Charged++ })
+		out = outcome{http.StatusInternalServerError, unknownErrorBody(reqID)}
+	default:
+		out.status, out.body = s.createIntent(p, reqID, keyName)
+	}
+	s.save(key, out.status, out.body, reqID)
+
+	gone := ctx.Err() != nil
+	s.bump(func(st *Stats) {
+		st.ExecutingNow--
+		if gone {
+			st.ClientsGone++
+		}
+	})
+	if gone {
+		s.log.Info().Str("request_id", reqID).Int("status", out.status).
+			Msg("stripefake: request finished after its client left")
+	}
+	return out
+}
+
+// unknownErrorBody is the 500 of Fault500 and Fault500Charged; the two are
+// indistinguishable to the client, as Stripe's indeterminate 500s are.
+func unknownErrorBody(reqID string) []byte {
+	return errorBody(errorObject{
+		Type:          typeAPI,
+		Message:       "An unknown error occurred (injected by stripefake).",
+		RequestLogURL: requestLogURL(reqID),
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -13,7 +15,8 @@ type FaultKind int
 const (
 	// FaultLatency sleeps Fault.Latency, then behaves normally. Like Stripe,
 	// the request keeps executing if the client gives up meanwhile: its
-	// idempotency key stays in use until the result is saved.
+	// idempotency key stays in use (409 to concurrent requests with the same
+	// key) until the result is saved, and the PaymentIntent is created.
 	FaultLatency FaultKind = iota
 	// Fault500 answers 500 api_error without creating anything. The 500 is
 	// saved under the idempotency key, so a retry with the same key replays
@@ -30,15 +33,41 @@ const (
 	// ReleaseHangs is called or the request's context ends (then nothing is
 	// created or saved). While hung, its idempotency key is in use: a
 	// concurrent request with the same key gets 409 idempotency_key_in_use.
-	// After release the request behaves normally.
+	// After release the request behaves normally. A hang is the only fault a
+	// client can cut short; real Stripe does not abandon work this way.
 	FaultHang
+	// Fault500Charged is the indeterminate 500 Stripe documents: the
+	// PaymentIntent is created and confirmed as a normal create would (a
+	// decline included), but the answer is a 500 api_error, identical to
+	// Fault500's. That 500 is what is saved under the idempotency key, so a
+	// retry with the same key replays the 500, never the PaymentIntent.
+	Fault500Charged
+	// FaultIdempotencyError answers 400 idempotency_error, as for a key
+	// reused with other parameters, without executing: nothing is created
+	// and nothing is saved, so a retry with the same key executes.
+	FaultIdempotencyError
+	// FaultOutliveClient is a latency meant to outlast the client's timeout:
+	// the request sleeps Fault.Latency, then creates and saves the
+	// PaymentIntent even though the client has usually disconnected by then.
+	// Until the result is saved its idempotency key is in use (409
+	// idempotency_key_in_use). It behaves exactly like FaultLatency; the kind
+	// exists so that chaos can draw it with its own probability and latency,
+	// and Stats count it apart (OutliveClients).
+	FaultOutliveClient
 )
 
 // faultNone marks a plan without a fault.
 const faultNone FaultKind = -1
 
+// faultKinds lists the kinds in their order; it drives parsing and checks.
+var faultKinds = []FaultKind{
+	FaultLatency, Fault500, FaultLostAnswer, FaultHang,
+	Fault500Charged, FaultIdempotencyError, FaultOutliveClient,
+}
+
 // String returns the name used by the admin endpoint: "latency", "500",
-// "lost_answer" or "hang".
+// "lost_answer", "hang", "500_charged", "idempotency_error" or
+// "outlive_client".
 func (k FaultKind) String() string {
 	switch k {
 	case FaultLatency:
@@ -49,6 +78,12 @@ func (k FaultKind) String() string {
 		return "lost_answer"
 	case FaultHang:
 		return "hang"
+	case Fault500Charged:
+		return "500_charged"
+	case FaultIdempotencyError:
+		return "idempotency_error"
+	case FaultOutliveClient:
+		return "outlive_client"
 	case faultNone:
 		return "none"
 	}
@@ -57,48 +92,71 @@ func (k FaultKind) String() string {
 
 // MarshalText encodes the kind as its String form.
 func (k FaultKind) MarshalText() ([]byte, error) {
-	if k < FaultLatency || k > FaultHang {
+	if !slices.Contains(faultKinds, k) {
 		return nil, fmt.Errorf("stripefake: invalid fault kind %d", int(k))
 	}
 	return []byte(k.String()), nil
 }
 
-// UnmarshalText parses "latency", "500", "lost_answer" or "hang".
+// UnmarshalText parses a kind's String form.
 func (k *FaultKind) UnmarshalText(b []byte) error {
-	for _, c := range []FaultKind{FaultLatency, Fault500, FaultLostAnswer, FaultHang} {
+	names := make([]string, len(faultKinds))
+	for i, c := range faultKinds {
 		if c.String() == string(b) {
 			*k = c
 			return nil
 		}
+		names[i] = c.String()
 	}
-	return fmt.Errorf("stripefake: unknown fault kind %q (want latency, 500, lost_answer or hang)", b)
+	return fmt.Errorf("stripefake: unknown fault kind %q (want one of %s)", b, strings.Join(names, ", "))
 }
 
 // Fault is one injected fault.
 type Fault struct {
 	// Kind is what happens; the zero value is FaultLatency.
 	Kind FaultKind
-	// Latency is slept before the fault acts (for FaultLatency it is the
-	// whole fault).
+	// Latency is slept before the request executes: for FaultLatency and
+	// FaultOutliveClient it is the whole fault; for FaultHang it is slept
+	// after the hang ends; FaultIdempotencyError ignores it. The sleep is
+	// not cut short when the client leaves.
 	Latency time.Duration
 }
 
 // Chaos configures random faults for every create request that is not
-// served from the injected queue. The zero value turns chaos off.
+// served from the injected queue, and the lag of search. The zero value
+// turns chaos off.
 type Chaos struct {
 	// P500 is the probability of a Fault500.
 	P500 float64
 	// PLostAnswer is the probability of a FaultLostAnswer.
 	PLostAnswer float64
-	// PHang is the probability of a hang. The three probabilities are
-	// exclusive; their sum should not exceed 1.
+	// PHang is the probability of a hang.
 	PHang float64
+	// P500Charged is the probability of a Fault500Charged.
+	P500Charged float64
+	// PIdempotencyError is the probability of a FaultIdempotencyError.
+	PIdempotencyError float64
+	// POutliveClient is the probability of a FaultOutliveClient. All six
+	// probabilities are exclusive; their sum should not exceed 1.
+	POutliveClient float64
 	// Latency and MaxLatency bound a uniformly random extra latency added to
 	// every create; zero for both means none.
 	Latency, MaxLatency time.Duration
 	// HangFor ends a chaos hang by itself after this long (it then behaves
 	// normally). Zero: the hang lasts until ReleaseHangs or the client quits.
 	HangFor time.Duration
+	// OutliveLatency is the latency of a chaos FaultOutliveClient, added to
+	// the random latency. Pick it above the client's timeout.
+	OutliveLatency time.Duration
+	// SearchLag, when positive, replaces Options.SearchLag while this
+	// configuration is in force.
+	SearchLag time.Duration
+}
+
+// faults reports whether c draws any fault or latency (SearchLag aside).
+func (c Chaos) faults() bool {
+	c.SearchLag = 0
+	return c != Chaos{}
 }
 
 // plan is what will happen to one create request.
@@ -129,7 +187,9 @@ func (s *Server) PendingFaults() int {
 func (s *Server) SetChaos(c Chaos) {
 	clamp := func(p float64) float64 { return min(max(p, 0), 1) }
 	c.P500, c.PLostAnswer, c.PHang = clamp(c.P500), clamp(c.PLostAnswer), clamp(c.PHang)
+	c.P500Charged, c.PIdempotencyError, c.POutliveClient = clamp(c.P500Charged), clamp(c.PIdempotencyError), clamp(c.POutliveClient)
 	c.Latency, c.HangFor = max(c.Latency, 0), max(c.HangFor, 0)
+	c.OutliveLatency, c.SearchLag = max(c.OutliveLatency, 0), max(c.SearchLag, 0)
 	c.MaxLatency = max(c.MaxLatency, c.Latency)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -156,32 +216,42 @@ func (s *Server) nextPlan() plan {
 	}
 	p := plan{kind: faultNone}
 	c := s.chaos
-	if c == (Chaos{}) {
+	if !c.faults() {
 		return p
 	}
 	p.latency = c.Latency
 	if span := c.MaxLatency - c.Latency; span > 0 {
 		p.latency += time.Duration(s.rng.Int64N(int64(span) + 1))
 	}
-	switch u := s.rng.Float64(); {
-	case u < c.P500:
-		p.kind = Fault500
-	case u < c.P500+c.PLostAnswer:
-		p.kind = FaultLostAnswer
-	case u < c.P500+c.PLostAnswer+c.PHang:
-		p.kind, p.hangFor = FaultHang, c.HangFor
+	// One draw picks the kind; the older kinds come first so that a seed
+	// replays the same faults when only they are configured.
+	u, sum := s.rng.Float64(), 0.0
+	for _, k := range []struct {
+		p    float64
+		kind FaultKind
+	}{
+		{c.P500, Fault500}, {c.PLostAnswer, FaultLostAnswer}, {c.PHang, FaultHang},
+		{c.P500Charged, Fault500Charged}, {c.PIdempotencyError, FaultIdempotencyError},
+		{c.POutliveClient, FaultOutliveClient},
+	} {
+		if sum += k.p; u < sum {
+			p.kind = k.kind
+			break
+		}
+	}
+	switch p.kind {
+	case FaultHang:
+		p.hangFor = c.HangFor
+	case FaultOutliveClient:
+		p.latency += c.OutliveLatency
 	}
 	return p
 }
 
-// delay applies the plan's latency and hang. It returns false if the client
-// went away during a hang: the request must then be abandoned.
-func (s *Server) delay(ctx context.Context, p plan) bool {
-	if p.latency > 0 {
-		s.bump(func(st *Stats) { st.Latencies++ })
-		// Not cut short by ctx: Stripe finishes requests whose client left.
-		time.Sleep(p.latency)
-	}
+// hang holds a FaultHang plan until it is released, times out or the client
+// goes away. It returns false in the last case: the request must then be
+// abandoned. Other plans pass straight through.
+func (s *Server) hang(ctx context.Context, p plan) bool {
 	if p.kind != FaultHang {
 		return true
 	}

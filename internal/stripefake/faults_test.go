@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,11 +130,15 @@ func TestLatencyOutlivesClientTimeout(t *testing.T) {
 	_, err = e.sc.PaymentIntents.New(piParams("pm_card_visa", "1", "slow"))
 	require.Equal(t, stripe.ErrorCodeIdempotencyKeyInUse, stripeErr(t, err).Code)
 
-	require.Eventually(t, func() bool { return e.fake.Stats().PaymentIntentsCreated == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool {
+		st := e.fake.Stats()
+		return st.PaymentIntentsCreated == 1 && st.ExecutingNow == 0
+	}, 5*time.Second, 5*time.Millisecond)
 	pi, err := e.sc.PaymentIntents.New(piParams("pm_card_visa", "1", "slow"))
 	require.NoError(t, err)
 	require.Equal(t, "true", pi.LastResponse.Header.Get("Idempotent-Replayed"))
 	require.Equal(t, e.fake.PaymentIntents()[0].ID, pi.ID)
+	require.EqualValues(t, 1, e.fake.Stats().ClientsGone)
 }
 
 func TestHangAbandonedByClient(t *testing.T) {
@@ -178,4 +184,191 @@ func TestInjectedFaultsFIFOSkipReplaysAndInvalid(t *testing.T) {
 	_, err = e.sc.PaymentIntents.New(piParams("pm_card_visa", "3", "fifo-3"))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, e.fake.Stats().Faults500)
+}
+
+// The indeterminate 500: the charge happened, the answer says otherwise, and
+// the retry with the same key replays the 500 rather than the PaymentIntent.
+func TestFault500Charged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stripefake.Options{})
+	e.fake.Inject(stripefake.Fault{Kind: stripefake.Fault500Charged})
+
+	_, err := e.sc.PaymentIntents.New(piParams("pm_card_visa", "1", "charged"))
+	se := stripeErr(t, err)
+	require.Equal(t, http.StatusInternalServerError, se.HTTPStatusCode)
+	require.Equal(t, stripe.ErrorTypeAPI, se.Type)
+	require.Nil(t, se.PaymentIntent)
+	pis := e.fake.PaymentIntents()
+	require.Len(t, pis, 1)
+	require.Equal(t, stripefake.StatusSucceeded, pis[0].Status)
+	require.Equal(t, "charged", pis[0].IdempotencyKey)
+	require.Equal(t, "1", pis[0].Metadata["payment_id"])
+
+	_, err = e.sc.PaymentIntents.New(piParams("pm_card_visa", "1", "charged"))
+	replay := stripeErr(t, err)
+	require.Equal(t, http.StatusInternalServerError, replay.HTTPStatusCode)
+	require.Equal(t, "true", replay.LastResponse.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, se.RequestID, replay.LastResponse.Header.Get("Original-Request"))
+
+	// The PaymentIntent is real: retrieve finds it.
+	got, err := e.sc.PaymentIntents.Get(pis[0].ID, nil)
+	require.NoError(t, err)
+	require.Equal(t, stripe.PaymentIntentStatusSucceeded, got.Status)
+
+	st := e.fake.Stats()
+	require.EqualValues(t, 1, st.Faults500Charged)
+	require.EqualValues(t, 0, st.Faults500)
+	require.EqualValues(t, 1, st.PaymentIntentsCreated)
+	require.EqualValues(t, 1, st.Replays)
+}
+
+// A 500_charged on a declining card still runs the decline.
+func TestFault500ChargedDecline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stripefake.Options{})
+	e.fake.Inject(stripefake.Fault{Kind: stripefake.Fault500}, stripefake.Fault{Kind: stripefake.Fault500Charged})
+
+	// Fault500 and Fault500Charged answer the same bytes but for the request id.
+	_, err := e.sc.PaymentIntents.New(piParams("pm_card_chargeDeclined", "1", "plain-500"))
+	plain := stripeErr(t, err)
+	_, err = e.sc.PaymentIntents.New(piParams("pm_card_chargeDeclined", "2", "charged-500"))
+	charged := stripeErr(t, err)
+	require.Equal(t, http.StatusInternalServerError, charged.HTTPStatusCode)
+	require.Equal(t, plain.Msg, charged.Msg)
+	require.Equal(t, plain.Type, charged.Type)
+
+	pis := e.fake.PaymentIntents()
+	require.Len(t, pis, 1)
+	require.Equal(t, stripefake.StatusRequiresPaymentMethod, pis[0].Status)
+	require.Equal(t, "generic_decline", pis[0].DeclineCode)
+	require.EqualValues(t, 1, e.fake.Stats().Declines)
+}
+
+func TestFaultIdempotencyError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stripefake.Options{})
+	e.fake.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+
+	_, err := e.sc.PaymentIntents.New(piParams("pm_card_visa", "1", "idem-fault"))
+	se := stripeErr(t, err)
+	require.Equal(t, http.StatusBadRequest, se.HTTPStatusCode)
+	require.Equal(t, stripe.ErrorTypeIdempotency, se.Type)
+	require.Contains(t, se.Msg, "'idem-fault'")
+	var ie *stripe.IdempotencyError
+	require.ErrorAs(t, err, &ie)
+	require.Empty(t, e.fake.PaymentIntents())
+
+	// Nothing was saved: the same key executes now.
+	pi, err := e.sc.PaymentIntents.New(piParams("pm_card_visa", "1", "idem-fault"))
+	require.NoError(t, err)
+	require.Empty(t, pi.LastResponse.Header.Get("Idempotent-Replayed"))
+
+	st := e.fake.Stats()
+	require.EqualValues(t, 1, st.FaultsIdempotencyError)
+	require.EqualValues(t, 0, st.IdempotencyErrors)
+	require.EqualValues(t, 1, st.PaymentIntentsCreated)
+	require.EqualValues(t, 0, st.Replays)
+}
+
+// outlive_client: the client times out, the request goes on, creates and
+// saves; meanwhile the key is in use.
+func TestFaultOutliveClient(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stripefake.Options{})
+	const latency = 500 * time.Millisecond
+	e.fake.Inject(stripefake.Fault{Kind: stripefake.FaultOutliveClient, Latency: latency})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	p := piParams("pm_card_visa", "1", "outlive")
+	p.Context = ctx
+	start := time.Now()
+	_, err := e.sc.PaymentIntents.New(p)
+	requireNetworkError(t, err)
+	require.Less(t, time.Since(start), latency)
+
+	st := e.fake.Stats()
+	require.EqualValues(t, 1, st.ExecutingNow)
+	require.EqualValues(t, 1, st.OutliveClients)
+	require.Empty(t, e.fake.PaymentIntents())
+	_, err = e.sc.PaymentIntents.New(piParams("pm_card_visa", "1", "outlive"))
+	se := stripeErr(t, err)
+	require.Equal(t, http.StatusConflict, se.HTTPStatusCode)
+	require.Equal(t, stripe.ErrorCodeIdempotencyKeyInUse, se.Code)
+
+	require.Eventually(t, func() bool { return e.fake.Stats().ExecutingNow == 0 }, 5*time.Second, 5*time.Millisecond)
+	pis := e.fake.PaymentIntents()
+	require.Len(t, pis, 1)
+	require.Equal(t, stripefake.StatusSucceeded, pis[0].Status)
+	pi, err := e.sc.PaymentIntents.New(piParams("pm_card_visa", "1", "outlive"))
+	require.NoError(t, err)
+	require.Equal(t, "true", pi.LastResponse.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, pis[0].ID, pi.ID)
+
+	st = e.fake.Stats()
+	require.EqualValues(t, 1, st.ClientsGone)
+	require.EqualValues(t, 1, st.KeyInUse)
+	require.EqualValues(t, 1, st.PaymentIntentsCreated)
+}
+
+// A handler whose request context is already cancelled returns at once but
+// the execution still completes and saves; the same holds for latency.
+func TestExecutionSurvivesCancelledContext(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []stripefake.FaultKind{stripefake.FaultOutliveClient, stripefake.FaultLatency} {
+		t.Run(kind.String(), func(t *testing.T) {
+			t.Parallel()
+			fake := stripefake.New(stripefake.Options{})
+			const latency = 200 * time.Millisecond
+			fake.Inject(stripefake.Fault{Kind: kind, Latency: latency})
+
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/payment_intents",
+				strings.NewReader("amount=100&currency=usd&payment_method=pm_card_visa&confirm=true"))
+			req.Header.Set("Authorization", "Bearer sk_test_1")
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Idempotency-Key", "cancelled")
+			rec := httptest.NewRecorder()
+			start := time.Now()
+			fake.ServeHTTP(rec, req)
+			require.Less(t, time.Since(start), latency, "the handler waits for a client that left")
+			require.Empty(t, fake.PaymentIntents())
+
+			require.Eventually(t, func() bool { return len(fake.PaymentIntents()) == 1 }, 5*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return fake.Stats().ExecutingNow == 0 }, 5*time.Second, time.Millisecond)
+			require.EqualValues(t, 1, fake.Stats().ClientsGone)
+
+			// Saved: the key replays.
+			again := httptest.NewRequest(http.MethodPost, "/v1/payment_intents",
+				strings.NewReader("amount=100&currency=usd&payment_method=pm_card_visa&confirm=true"))
+			again.Header = req.Header.Clone()
+			rec = httptest.NewRecorder()
+			fake.ServeHTTP(rec, again)
+			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+			require.Equal(t, "true", rec.Header().Get("Idempotent-Replayed"))
+			require.Contains(t, rec.Body.String(), fake.PaymentIntents()[0].ID)
+		})
+	}
+}
+
+func TestFaultKindText(t *testing.T) {
+	t.Parallel()
+	names := map[stripefake.FaultKind]string{
+		stripefake.FaultLatency: "latency", stripefake.Fault500: "500", stripefake.FaultLostAnswer: "lost_answer",
+		stripefake.FaultHang: "hang", stripefake.Fault500Charged: "500_charged",
+		stripefake.FaultIdempotencyError: "idempotency_error", stripefake.FaultOutliveClient: "outlive_client",
+	}
+	for kind, name := range names {
+		b, err := kind.MarshalText()
+		require.NoError(t, err)
+		require.Equal(t, name, string(b))
+		var back stripefake.FaultKind
+		require.NoError(t, back.UnmarshalText(b))
+		require.Equal(t, kind, back)
+	}
+	var k stripefake.FaultKind
+	require.ErrorContains(t, k.UnmarshalText([]byte("boom")), "outlive_client")
+	_, err := stripefake.FaultKind(99).MarshalText()
+	require.Error(t, err)
 }

@@ -97,7 +97,7 @@ func (s *Server) claim(k idemKey, hash string) (claimResult, idemEntry) {
 
 // claimOrAnswer claims k for this request. If the request must not execute
 // (replay, mismatch, key in use) it writes the answer and returns false.
-func (s *Server) claimOrAnswer(w http.ResponseWriter, k idemKey, hash string) bool {
+func (s *Server) claimOrAnswer(w http.ResponseWriter, k idemKey, hash, reqID string) bool {
 	res, saved := s.claim(k, hash)
 	switch res {
 	case claimReplay:
@@ -106,11 +106,7 @@ func (s *Server) claimOrAnswer(w http.ResponseWriter, k idemKey, hash string) bo
 		writeJSON(w, saved.status, saved.body)
 		return false
 	case claimMismatch:
-		writeError(w, http.StatusBadRequest, errorObject{
-			Type: typeIdempotency,
-			Message: "Keys for idempotent requests can only be used with the same parameters they were first used with. " +
-				"Try using a key other than '" + k.key + "' if you meant to execute a different request.",
-		})
+		writeError(w, http.StatusBadRequest, idempotencyMismatch(k.key, reqID))
 		return false
 	case claimInUse:
 		writeError(w, http.StatusConflict, errorObject{
@@ -118,10 +114,21 @@ func (s *Server) claimOrAnswer(w http.ResponseWriter, k idemKey, hash string) bo
 			Code: "idempotency_key_in_use",
 			Message: "There is currently another in-progress request using this idempotent key (that probably means you " +
 				"submitted twice, and the other request is still going through): " + k.key + ". Please try again later.",
+			RequestLogURL: requestLogURL(reqID),
 		})
 		return false
 	}
 	return true
+}
+
+// idempotencyMismatch is Stripe's 400 idempotency_error for a key reused with
+// other parameters (also answered by FaultIdempotencyError).
+func idempotencyMismatch(key, reqID string) errorObject {
+	msg := "Keys for idempotent requests can only be used with the same parameters they were first used with."
+	if key != "" {
+		msg += " Try using a key other than '" + key + "' if you meant to execute a different request."
+	}
+	return errorObject{Type: typeIdempotency, Message: msg, RequestLogURL: requestLogURL(reqID)}
 }
 
 // save stores the result of an executed request under k (nil: no key).

@@ -1,7 +1,11 @@
 package stripefake_test
 
 import (
+	"encoding/json"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -147,4 +151,43 @@ func TestIdempotencyTTL(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, first.ID, second.ID)
 	require.Empty(t, second.LastResponse.Header.Get("Idempotent-Replayed"))
+}
+
+// Stripe's answer to a key reused with other parameters, and the injected
+// idempotency_error, are the same 400: {"error":{"type":"idempotency_error",
+// "message":...}} with no code.
+func TestIdempotencyErrorShape(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stripefake.Options{})
+	auth := "Bearer sk_test_123"
+	form := func(amount string) url.Values {
+		return url.Values{"amount": {amount}, "currency": {"usd"}, "payment_method": {"pm_card_visa"}, "confirm": {"true"}}
+	}
+	errorOf := func(body string) map[string]any {
+		var env map[string]map[string]any
+		require.NoError(t, json.Unmarshal([]byte(body), &env), body)
+		require.Len(t, env, 1, body)
+		return env["error"]
+	}
+
+	code, _, _ := rawDo(t, e, http.MethodPost, "/v1/payment_intents", auth, http.Header{"Idempotency-Key": {"shape"}}, form("100"))
+	require.Equal(t, http.StatusOK, code)
+	code, h, body := rawDo(t, e, http.MethodPost, "/v1/payment_intents", auth, http.Header{"Idempotency-Key": {"shape"}}, form("200"))
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Empty(t, h.Get("Idempotent-Replayed"))
+	mismatch := errorOf(body)
+	require.Equal(t, "idempotency_error", mismatch["type"])
+	require.Equal(t, "Keys for idempotent requests can only be used with the same parameters they were first used with. "+
+		"Try using a key other than 'shape' if you meant to execute a different request.", mismatch["message"])
+	require.NotContains(t, mismatch, "code")
+	require.Regexp(t, `^https://dashboard.stripe.com/test/logs/req_`, mismatch["request_log_url"])
+
+	e.fake.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+	code, _, body = rawDo(t, e, http.MethodPost, "/v1/payment_intents", auth, http.Header{"Idempotency-Key": {"shape-2"}}, form("100"))
+	require.Equal(t, http.StatusBadRequest, code)
+	injected := errorOf(body)
+	require.Equal(t, "idempotency_error", injected["type"])
+	require.Contains(t, injected["message"], "'shape-2'")
+	require.ElementsMatch(t, slices.Collect(maps.Keys(mismatch)), slices.Collect(maps.Keys(injected)))
+	require.Len(t, e.fake.PaymentIntents(), 1)
 }

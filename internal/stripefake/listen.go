@@ -22,9 +22,9 @@ func ListenAndServe(ctx context.Context, addr string, s *Server) error {
 }
 
 // Serve serves s on ln until ctx is done, then shuts down gracefully: hung
-// requests are released (they then complete normally), requests in flight
-// get up to 10 seconds to finish. It closes ln and returns nil after a
-// shutdown caused by ctx.
+// requests are released (they then complete normally), requests in flight,
+// and creates still executing after their client left, get up to 10 seconds
+// to finish. It closes ln and returns nil after a shutdown caused by ctx.
 func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 	srv := &http.Server{
 		Handler:           s,
@@ -50,6 +50,23 @@ func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return serr
 	}
+	s.awaitExecutions(sctx)
 	s.log.Info().Msg("stripefake stopped")
 	return err
+}
+
+// awaitExecutions waits until no create is executing or ctx ends. Creates
+// whose client left are not tracked by the http.Server, so Shutdown alone
+// would not wait for them.
+func (s *Server) awaitExecutions(ctx context.Context) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for s.Stats().ExecutingNow > 0 {
+		select {
+		case <-ctx.Done():
+			s.log.Warn().Int64("executing", s.Stats().ExecutingNow).Msg("stripefake: stopped with creates still executing")
+			return
+		case <-tick.C:
+		}
+	}
 }

@@ -51,7 +51,7 @@ type PaymentIntent struct {
 }
 
 // storedIntent is a PaymentIntent as the server holds it: with the exact
-// instant of its creation.
+// instant of its creation, from which the search lag is measured.
 type storedIntent struct {
 	PaymentIntent
 	createdAt time.Time

@@ -6,14 +6,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// Search paging limits, as in Stripe.
-const (
-	defaultSearchLimit = 10
-	maxSearchLimit     = 100
-	pageTokenPrefix    = "stripefake_offset:"
-)
+// pageTokenPrefix starts a decoded search page token; the number after it
+// is the index (in creation order) of the last PaymentIntent already shown,
+// so that results made visible by the lag in the meantime do not shift the
+// next page.
+const pageTokenPrefix = "stripefake_before:"
 
 // searchClause is one field:value term of a search query.
 type searchClause struct {
@@ -182,9 +182,19 @@ type searchResult struct {
 	URL      string               `json:"url"`
 }
 
-// handleSearch answers GET /v1/payment_intents/search. Unlike Stripe's
-// search, which can lag writes by up to a minute, it is strongly consistent.
-// Results are newest first.
+// searchLag is the lag now in force: the chaos one if set, else the
+// server's. The caller holds s.mu.
+func (s *Server) searchLag() time.Duration {
+	if s.chaos.SearchLag > 0 {
+		return s.chaos.SearchLag
+	}
+	return s.lag
+}
+
+// handleSearch answers GET /v1/payment_intents/search, newest first. Like
+// Stripe's search it lags writes: a PaymentIntent is found only once the
+// search lag (Options.SearchLag, Chaos.SearchLag) has passed since its
+// creation. Pages continue after the last PaymentIntent shown.
 func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request, _ string) {
 	s.bump(func(st *Stats) { st.Searches++ })
 	params := r.URL.Query()
@@ -202,45 +212,52 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request, _ string) 
 		bad(invalidParam("query", "", "Invalid search query: "+err.Error()))
 		return
 	}
-	limit := defaultSearchLimit
-	if raw := params.Get("limit"); raw != "" {
-		if limit, err = strconv.Atoi(raw); err != nil || limit < 1 || limit > maxSearchLimit {
-			bad(invalidParam("limit", "", "Invalid limit: must be an integer between 1 and 100."))
-			return
-		}
+	limit, perr := limitParam(params)
+	if perr != nil {
+		bad(perr)
+		return
 	}
-	offset := 0
+	before := -1 // no page token: start with the newest
 	if raw := params.Get("page"); raw != "" {
 		dec, decErr := base64.RawURLEncoding.DecodeString(raw)
 		n, ok := strings.CutPrefix(string(dec), pageTokenPrefix)
-		if offset, err = strconv.Atoi(n); decErr != nil || !ok || err != nil || offset < 0 {
+		if before, err = strconv.Atoi(n); decErr != nil || !ok || err != nil || before < 0 {
 			bad(invalidParam("page", "", "Invalid page token."))
 			return
 		}
 	}
 
 	res := searchResult{Object: "search_result", Data: []*paymentIntentJSON{}, URL: "/v1/payment_intents/search"}
-	skipped := 0
+	last, lagged := 0, false
 	s.mu.Lock()
-	for i := len(s.intents) - 1; i >= 0 && !res.HasMore; i-- {
-		pi := s.intents[i]
+	now, lag := s.now(), s.searchLag()
+	start := len(s.intents) - 1
+	if before >= 0 {
+		start = min(before-1, start)
+	}
+	for i := start; i >= 0 && !res.HasMore; i-- {
+		rec := s.intents[i]
 		ok := true
 		for _, c := range clauses {
-			ok = ok && c.matches(pi.PaymentIntent)
+			ok = ok && c.matches(rec.PaymentIntent)
 		}
 		switch {
 		case !ok:
-		case skipped < offset:
-			skipped++
+		case lag > 0 && now.Sub(rec.createdAt) < lag:
+			lagged = true
 		case len(res.Data) == limit:
 			res.HasMore = true
 		default:
-			res.Data = append(res.Data, pi.wire())
+			res.Data = append(res.Data, rec.wire())
+			last = i
 		}
+	}
+	if lagged {
+		s.stats.SearchesLagged++
 	}
 	s.mu.Unlock()
 	if res.HasMore {
-		next := base64.RawURLEncoding.EncodeToString([]byte(pageTokenPrefix + strconv.Itoa(offset+limit)))
+		next := base64.RawURLEncoding.EncodeToString([]byte(pageTokenPrefix + strconv.Itoa(last)))
 		res.NextPage = &next
 	}
 	writeValue(w, http.StatusOK, res)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
@@ -94,4 +95,74 @@ func TestSearchResultShapeAndErrors(t *testing.T) {
 	se := stripeErr(t, it.Err())
 	require.Equal(t, http.StatusBadRequest, se.HTTPStatusCode)
 	require.Equal(t, "query", se.Param)
+}
+
+// Search lags writes by Options.SearchLag; retrieve and list do not.
+func TestSearchLag(t *testing.T) {
+	t.Parallel()
+	clock := newClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	const lag = 2 * time.Second
+	e := newEnv(t, stripefake.Options{Now: clock.Now, SearchLag: lag})
+
+	pi, err := e.sc.PaymentIntents.New(piParams("pm_card_visa", "lag", ""))
+	require.NoError(t, err)
+	const q = "metadata['payment_id']:'lag'"
+	require.Empty(t, search(t, e, q))
+	require.EqualValues(t, 1, e.fake.Stats().SearchesLagged)
+
+	got, err := e.sc.PaymentIntents.Get(pi.ID, nil)
+	require.NoError(t, err)
+	require.Equal(t, pi.ID, got.ID)
+	it := e.sc.PaymentIntents.List(&stripe.PaymentIntentListParams{})
+	require.True(t, it.Next())
+	require.Equal(t, pi.ID, it.PaymentIntent().ID)
+	require.NoError(t, it.Err())
+
+	clock.Add(lag - time.Millisecond)
+	require.Empty(t, search(t, e, q))
+	clock.Add(time.Millisecond)
+	found := search(t, e, q)
+	require.Len(t, found, 1)
+	require.Equal(t, pi.ID, found[0].ID)
+	require.EqualValues(t, 2, e.fake.Stats().SearchesLagged)
+
+	// Chaos.SearchLag overrides the option while set.
+	e.fake.SetChaos(stripefake.Chaos{SearchLag: time.Minute})
+	require.Empty(t, search(t, e, q))
+	e.fake.SetChaos(stripefake.Chaos{})
+	require.Len(t, search(t, e, q), 1)
+}
+
+// A search page continues after the last result shown: a PaymentIntent that
+// becomes visible between two pages neither shifts nor repeats results.
+func TestSearchPagesContinueAfterLagCatchesUp(t *testing.T) {
+	t.Parallel()
+	clock := newClock(time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC))
+	e := newEnv(t, stripefake.Options{Now: clock.Now, SearchLag: time.Second})
+
+	var ids []string
+	for i := range 3 {
+		pi, err := e.sc.PaymentIntents.New(piParams("pm_card_visa", fmt.Sprint(i), ""))
+		require.NoError(t, err)
+		ids = append(ids, pi.ID)
+	}
+	clock.Add(time.Second)
+	late, err := e.sc.PaymentIntents.New(piParams("pm_card_visa", "late", ""))
+	require.NoError(t, err)
+
+	it := e.sc.PaymentIntents.Search(&stripe.PaymentIntentSearchParams{
+		SearchParams: stripe.SearchParams{Query: "currency:'usd'", Limit: stripe.Int64(2)},
+	})
+	var got []string
+	for len(got) < 2 && it.Next() {
+		got = append(got, it.PaymentIntent().ID)
+	}
+	clock.Add(time.Second) // "late" becomes visible before page 2
+	for it.Next() {
+		got = append(got, it.PaymentIntent().ID)
+	}
+	require.NoError(t, it.Err())
+	require.Equal(t, []string{ids[2], ids[1], ids[0]}, got)
+	require.Len(t, search(t, e, "currency:'usd'"), 4)
+	require.Equal(t, late.ID, search(t, e, "currency:'usd'")[0].ID)
 }

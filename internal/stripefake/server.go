@@ -25,9 +25,16 @@ type Options struct {
 	// IdempotencyTTL is how long a saved idempotent result is replayed.
 	// Zero means 24 hours, like Stripe.
 	IdempotencyTTL time.Duration
-	// Now returns the current time. Nil means time.Now. It is called with
-	// the server's lock held, so it must not call the Server.
+	// Now returns the current time. Nil means time.Now. It stamps creation
+	// times, idempotency expiry and search lag. It is called with the
+	// server's lock held, so it must not call the Server.
 	Now func() time.Time
+	// SearchLag is how long a new PaymentIntent stays invisible to search,
+	// like Stripe's search index, which lags writes (Stripe documents under
+	// a minute normally, up to an hour during outages). Zero: search is
+	// strongly consistent. Chaos.SearchLag overrides it while set. Retrieve
+	// and list are never delayed.
+	SearchLag time.Duration
 }
 
 // Server is the emulator. It implements http.Handler and is safe for
@@ -36,6 +43,7 @@ type Server struct {
 	log zerolog.Logger
 	now func() time.Time
 	ttl time.Duration
+	lag time.Duration
 	mux *http.ServeMux
 
 	mu         sync.Mutex
@@ -60,6 +68,7 @@ func New(opts Options) *Server {
 		log:     opts.Logger,
 		now:     opts.Now,
 		ttl:     opts.IdempotencyTTL,
+		lag:     max(opts.SearchLag, 0),
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		release: make(chan struct{}),
 		byID:    make(map[string]int),

@@ -21,6 +21,21 @@ type Stats struct {
 	KeyInUse int64 `json:"key_in_use"`
 	// Faults500 counts 500s produced by Fault500 or chaos.
 	Faults500 int64 `json:"faults_500"`
+	// Faults500Charged counts 500s answered after the PaymentIntent was
+	// created (Fault500Charged or chaos).
+	Faults500Charged int64 `json:"faults_500_charged"`
+	// FaultsIdempotencyError counts 400 idempotency_error answers produced by
+	// FaultIdempotencyError or chaos (not counted in IdempotencyErrors).
+	FaultsIdempotencyError int64 `json:"faults_idempotency_error"`
+	// OutliveClients counts requests that took a FaultOutliveClient.
+	OutliveClients int64 `json:"outlive_clients"`
+	// ClientsGone counts executed creates whose client had gone when the
+	// result was saved: the PaymentIntent (if any) exists, the answer was
+	// not delivered.
+	ClientsGone int64 `json:"clients_gone"`
+	// ExecutingNow is the number of creates executing right now, including
+	// those whose client has gone.
+	ExecutingNow int64 `json:"executing_now"`
 	// LostAnswers counts connections dropped by FaultLostAnswer or chaos.
 	LostAnswers int64 `json:"lost_answers"`
 	// Hangs counts requests that were hung.
@@ -33,6 +48,9 @@ type Stats struct {
 	Unauthorized int64 `json:"unauthorized"`
 	// Searches counts search requests.
 	Searches int64 `json:"searches"`
+	// SearchesLagged counts searches that left out at least one matching
+	// PaymentIntent because it was younger than the search lag.
+	SearchesLagged int64 `json:"searches_lagged"`
 	// Lists counts list requests, including invalid ones.
 	Lists int64 `json:"lists"`
 	// Retrieves counts retrieve requests, including 404s.
