@@ -87,6 +87,11 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.Float64Var(&cfg.Faults.P500, "p-500", cfg.Faults.P500, "emulator: probability of a 500 on a create")
 	fs.Float64Var(&cfg.Faults.PLostAnswer, "p-lost-answer", cfg.Faults.PLostAnswer, "emulator: probability of a charge whose answer is lost")
 	fs.Float64Var(&cfg.Faults.PHang, "p-hang", cfg.Faults.PHang, "emulator: probability of a hang")
+	fs.Float64Var(&cfg.Faults.P500Charged, "p-500-charged", cfg.Faults.P500Charged, "emulator: probability of a 500 after the PaymentIntent was created and confirmed")
+	fs.Float64Var(&cfg.Faults.PIdempotencyError, "p-idempotency-error", cfg.Faults.PIdempotencyError, "emulator: probability of a 400 idempotency_error that executes nothing")
+	fs.Float64Var(&cfg.Faults.POutliveClient, "p-outlive-client", cfg.Faults.POutliveClient, "emulator: probability of a create slower than the client's timeout that still charges")
+	fs.Int64Var(&cfg.Faults.OutliveLatencyMS, "outlive-latency-ms", cfg.Faults.OutliveLatencyMS, "emulator: latency of an outlive-client create (above paymentsd's 3 s Stripe timeout)")
+	fs.Int64Var(&cfg.Faults.SearchLagMS, "search-lag-ms", cfg.Faults.SearchLagMS, "emulator: how long a new PaymentIntent stays invisible to search")
 	fs.Int64Var(&cfg.Faults.MaxLatencyMS, "max-latency-ms", cfg.Faults.MaxLatencyMS, "emulator: upper bound of the random latency of a create")
 	fs.Int64Var(&cfg.Faults.HangForMS, "hang-for-ms", cfg.Faults.HangForMS, "emulator: how long a hang lasts")
 	fs.StringVar(&cfg.PGData, "pgdata", "", "data directory of the harness's Postgres cluster (default <root>/.tmp/chaos-postgres)")
@@ -123,6 +128,9 @@ func (c *Config) validate() error {
 		if p < 0 || p > 1 {
 			errs = append(errs, errors.New("-give-up and -decline must be within [0, 1]"))
 		}
+	}
+	if _, err := c.Faults.Chaos(); err != nil {
+		errs = append(errs, fmt.Errorf("emulator faults: %w", err))
 	}
 	if _, err := os.Stat(c.Paymentsd()); err != nil {
 		errs = append(errs, fmt.Errorf("%s is missing: build it first (go build -o bin/paymentsd ./cmd/paymentsd)", c.Paymentsd()))

@@ -13,12 +13,19 @@ import (
 )
 
 // DefaultFaults is the emulator's chaos during a run: every PaymentIntent
-// create has a 5% chance of a 500 (saved under its Stripe idempotency key),
-// 5% of a charge whose answer is lost, 2% of a hang longer than paymentsd's
-// 3 s Stripe timeout, and up to 200 ms of latency.
+// create has a 5% chance of a 500 that created nothing, 2% of a 500 after the
+// PaymentIntent was created and confirmed (the 500 is what its Stripe
+// idempotency key replays), 5% of a charge whose answer is lost, 2% of a hang
+// longer than paymentsd's 3 s Stripe timeout (setup.go), 2% of a 4 s latency
+// that outlives that timeout while the charge still happens, and up to 200 ms
+// of latency. Search lags writes by 2 s. Injected idempotency errors stay off
+// (-p-idempotency-error): paymentsd cannot tell one from a real key misuse,
+// so each one leaves a payment needing attention.
 var DefaultFaults = stripefake.AdminChaos{
 	P500: 0.05, PLostAnswer: 0.05, PHang: 0.02,
+	P500Charged: 0.02, PIdempotencyError: 0, POutliveClient: 0.02,
 	LatencyMS: 0, MaxLatencyMS: 200, HangForMS: 4000,
+	OutliveLatencyMS: 4000, SearchLagMS: 2000,
 }
 
 // Emulator talks to the Stripe emulator's admin endpoints.
