@@ -45,6 +45,8 @@ type Verdict struct {
 	Resumed, MaxRuns int
 	// JobsRerun counts receipt jobs River ran more than once.
 	JobsRerun int
+	// NeedsAttention lists the keys parked for an operator, with why.
+	NeedsAttention []string
 }
 
 // Passed reports whether every check passed.

@@ -24,7 +24,7 @@ type Drain struct {
 }
 
 const (
-	countUnfinished  = `SELECT count(*) FROM idempotency_keys WHERE recovery_point <> 'finished'`
+	countUnfinished  = `SELECT count(*) FROM idempotency_keys WHERE recovery_point <> 'finished' AND needs_attention_at IS NULL`
 	countPendingJobs = `SELECT count(*) FROM river_job
 		WHERE kind = 'receipt' AND state NOT IN ('completed', 'discarded', 'cancelled')`
 )

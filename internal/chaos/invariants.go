@@ -3,10 +3,12 @@ package chaos
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 )
 
@@ -21,7 +23,16 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration)
 	drained := &Check{N: 5, Name: "every key finished within the drain bound"}
 	v.Checks = []*Check{keys, outcomes, charges, receipts, drained}
 
-	// PaymentIntents by our payment id, from their metadata.
+	// PaymentIntents by our payment id, through the intent in their
+	// metadata: the deployment's namespace, the user and the client's key.
+	paymentOfIntent := map[string]*PaymentRow{}
+	for uk, rows := range snap.Keys {
+		for _, k := range rows {
+			if pays := snap.PaymentsOf[k.ID]; len(pays) == 1 {
+				paymentOfIntent[intent.Intent{Namespace: snap.Namespace, UserID: uk.UserID, Key: uk.Key}.ID()] = pays[0]
+			}
+		}
+	}
 	piOf := map[int64][]stripefake.PaymentIntent{}
 	for _, pi := range snap.Intents {
 		v.PaymentIntents++
@@ -29,22 +40,26 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration)
 			v.SucceededIntents++
 		}
 		charges.Checked++
-		id, err := strconv.ParseInt(pi.Metadata["payment_id"], 10, 64)
-		if err != nil {
-			charges.Failf("PaymentIntent %s (%s) has no payment_id in its metadata: %v", pi.ID, pi.Status, pi.Metadata)
+		p, ok := paymentOfIntent[pi.Metadata[intent.MetadataIntent]]
+		switch {
+		case pi.Metadata[intent.MetadataNamespace] != snap.Namespace.String():
+			charges.Failf("PaymentIntent %s (%s) is not of this deployment: %v", pi.ID, pi.Status, pi.Metadata)
+			continue
+		case !ok:
+			charges.Failf("PaymentIntent %s (%s, %d) names intent %s, which has no payment", pi.ID, pi.Status, pi.Amount,
+				pi.Metadata[intent.MetadataIntent])
 			continue
 		}
-		piOf[id] = append(piOf[id], pi)
-		p, ok := snap.Payments[id]
+		piOf[p.ID] = append(piOf[p.ID], pi)
 		switch {
-		case !ok:
-			charges.Failf("PaymentIntent %s (%s, %d) names payment %d, which does not exist", pi.ID, pi.Status, pi.Amount, id)
-		case pi.Amount != p.Amount || pi.Metadata["user_id"] != strconv.FormatInt(p.UserID, 10):
+		case pi.Amount != p.Amount || pi.Metadata[intent.MetadataUserID] != strconv.FormatInt(p.UserID, 10):
 			charges.Failf("PaymentIntent %s (amount %d, user %s) does not match payment %d (amount %d, user %d)",
-				pi.ID, pi.Amount, pi.Metadata["user_id"], id, p.Amount, p.UserID)
+				pi.ID, pi.Amount, pi.Metadata[intent.MetadataUserID], p.ID, p.Amount, p.UserID)
+		case pi.Status == stripefake.StatusSucceeded && p.Status == "pending" && snap.parked(p):
+			// Parked for an operator: checked with the keys below.
 		case pi.Status == stripefake.StatusSucceeded && (p.Status != "succeeded" || p.PaymentIntentID == nil || *p.PaymentIntentID != pi.ID):
 			charges.Failf("PaymentIntent %s succeeded, but payment %d is %s with PaymentIntent %s",
-				pi.ID, id, p.Status, deref(p.PaymentIntentID))
+				pi.ID, p.ID, p.Status, deref(p.PaymentIntentID))
 		}
 	}
 	for id, pis := range piOf {
@@ -78,6 +93,12 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration)
 			v.Resumed++
 		}
 		v.MaxRuns = max(v.MaxRuns, int(k.Runs))
+		if k.NeedsAttention != nil {
+			// Parked for an operator: never charged again, counted, and
+			// shown with its reason. Not a failure of the run.
+			v.NeedsAttention = append(v.NeedsAttention, fmt.Sprintf("key %s (id %d): %s", in.Key, k.ID, deref(k.LastError)))
+			continue
+		}
 		if k.RecoveryPoint != "finished" || k.ResponseCode == nil {
 			keys.Failf("key %s (id %d): at %s after %d runs (locked by %s at %s, last run %s)", in.Key, k.ID,
 				k.RecoveryPoint, k.Runs, deref(k.LockedBy), timeText(k.LockedAt), k.LastRunAt.Format("15:04:05.000"))
@@ -116,8 +137,12 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration)
 			if n != 0 || len(jobs) != 0 {
 				receipts.Failf("failed payment %d has %d receipts and receipt jobs %v", p.ID, n, jobs)
 			}
+		case "pending":
+			if !snap.parked(p) {
+				receipts.Failf("payment %d is still pending", p.ID)
+			}
 		default:
-			receipts.Failf("payment %d is still %s", p.ID, p.Status)
+			receipts.Failf("payment %d is %s", p.ID, p.Status)
 		}
 	}
 	for state, n := range snap.JobStates {
@@ -189,6 +214,21 @@ func checkOutcome(c *Check, in *Intent, k *KeyRow, snap *Snapshot, piOf map[int6
 			c.Failf("key %s: stored problem %s does not name payment %d", in.Key, k.ResponseBody, p.ID)
 		}
 	}
+}
+
+// parked reports whether payment p's key awaits an operator.
+func (s *Snapshot) parked(p *PaymentRow) bool {
+	if p.KeyID == nil {
+		return false
+	}
+	for _, rows := range s.Keys {
+		for _, k := range rows {
+			if k.ID == *p.KeyID {
+				return k.NeedsAttention != nil
+			}
+		}
+	}
+	return false
 }
 
 func succeededOf(pis []stripefake.PaymentIntent) []stripefake.PaymentIntent {

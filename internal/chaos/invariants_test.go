@@ -2,11 +2,23 @@ package chaos
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 )
+
+// namespace is the world's deployment.
+var namespace = uuid.MustParse("6f1c1a52-3c1e-4f7e-9a43-2b8f5d0c7e11")
+
+// metadataOf is what paymentsd writes on user 7's key's PaymentIntents.
+func metadataOf(key string) map[string]string {
+	return intent.Intent{Namespace: namespace, UserID: 7, Key: key}.Metadata()
+}
 
 // world is a consistent run of two intents, a charge and a decline, that a
 // test then breaks in one place.
@@ -21,6 +33,7 @@ func world() ([]*Intent, *Snapshot) {
 	code201, code402 := int32(201), int32(402)
 	keyA, keyB, piA := int64(10), int64(11), "pi_a"
 	snap := &Snapshot{
+		Namespace: namespace,
 		Keys: map[UserKey][]*KeyRow{
 			{7, "a"}: {{ID: keyA, UserID: 7, Key: "a", RecoveryPoint: "finished", ResponseCode: &code201, ResponseBody: paid, Runs: 1}},
 			{7, "b"}: {{ID: keyB, UserID: 7, Key: "b", RecoveryPoint: "finished", ResponseCode: &code402, ResponseBody: declined, Runs: 2}},
@@ -33,8 +46,8 @@ func world() ([]*Intent, *Snapshot) {
 		ReceiptJobs: map[int64][]string{1: {"completed"}},
 		JobStates:   map[string]int{"completed": 1},
 		Intents: []stripefake.PaymentIntent{
-			{ID: "pi_a", Amount: 500, Status: stripefake.StatusSucceeded, Metadata: map[string]string{"payment_id": "1", "user_id": "7"}},
-			{ID: "pi_b", Amount: 900, Status: stripefake.StatusRequiresPaymentMethod, Metadata: map[string]string{"payment_id": "2", "user_id": "7"}},
+			{ID: "pi_a", Amount: 500, Status: stripefake.StatusSucceeded, Metadata: metadataOf("a")},
+			{ID: "pi_b", Amount: 900, Status: stripefake.StatusRequiresPaymentMethod, Metadata: metadataOf("b")},
 		},
 	}
 	snap.PaymentsOf = map[int64][]*PaymentRow{keyA: {snap.Payments[1]}, keyB: {snap.Payments[2]}}
@@ -56,6 +69,24 @@ func TestVerifyPassesAConsistentRun(t *testing.T) {
 	}
 }
 
+func TestVerifyCountsAParkedKeyWithoutFailing(t *testing.T) {
+	intents, snap := world()
+	now, why := time.Now(), "all 5 Stripe keys of the payment hold server errors"
+	k := snap.Keys[UserKey{7, "b"}][0]
+	k.RecoveryPoint, k.ResponseCode, k.ResponseBody, k.NeedsAttention, k.LastError = "payment_created", nil, nil, &now, &why
+	snap.Payments[2].Status = "pending"
+	intents[1].Status, intents[1].Response = 0, nil
+	v := Verify(intents, snap, drained, time.Minute)
+	for _, c := range v.Checks {
+		if !c.Passed() {
+			t.Errorf("check %d failed: %v", c.N, c.Details)
+		}
+	}
+	if len(v.NeedsAttention) != 1 || !strings.Contains(v.NeedsAttention[0], why) {
+		t.Errorf("parked keys: %v", v.NeedsAttention)
+	}
+}
+
 func TestVerifyCatchesEachViolation(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -72,11 +103,21 @@ func TestVerifyCatchesEachViolation(t *testing.T) {
 		{"unexpected answer", 2, func(in []*Intent, _ *Snapshot, _ *Drain) { in[1].Unexpected = "422" }},
 		{"charged twice", 3, func(_ []*Intent, s *Snapshot, _ *Drain) {
 			s.Intents = append(s.Intents, stripefake.PaymentIntent{ID: "pi_c", Amount: 500, Status: stripefake.StatusSucceeded,
-				Metadata: map[string]string{"payment_id": "1", "user_id": "7"}})
+				Metadata: metadataOf("a")})
 		}},
 		{"orphan charge", 3, func(_ []*Intent, s *Snapshot, _ *Drain) {
 			s.Intents = append(s.Intents, stripefake.PaymentIntent{ID: "pi_d", Status: stripefake.StatusSucceeded,
-				Metadata: map[string]string{"payment_id": "99"}})
+				Metadata: metadataOf("nobody-sent-this")})
+		}},
+		{"another deployment's charge", 3, func(_ []*Intent, s *Snapshot, _ *Drain) {
+			s.Intents[0].Metadata = intent.Intent{Namespace: uuid.New(), UserID: 7, Key: "a"}.Metadata()
+		}},
+		{"parked key charged twice", 3, func(_ []*Intent, s *Snapshot, _ *Drain) {
+			now := time.Now()
+			s.Keys[UserKey{7, "a"}][0].NeedsAttention = &now
+			s.Payments[1].Status = "pending"
+			s.Intents = append(s.Intents, stripefake.PaymentIntent{ID: "pi_c", Amount: 500, Status: stripefake.StatusSucceeded,
+				Metadata: metadataOf("a")})
 		}},
 		{"receipt missing", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { delete(s.Receipts, 1) }},
 		{"receipt for a decline", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Receipts[2] = 1 }},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paymentsd/paymentsd/internal/stripefake"
@@ -24,6 +25,10 @@ type KeyRow struct {
 	LastRunAt     time.Time
 	CreatedAt     time.Time
 	FinishedAt    *time.Time
+	// NeedsAttention is set for a key parked for an operator, and
+	// LastError says why.
+	NeedsAttention *time.Time
+	LastError      *string
 }
 
 // PaymentRow is a payment as the harness reads it back.
@@ -47,6 +52,9 @@ type UserKey struct {
 // Snapshot is the state the invariants are checked against: the service's
 // tables and the emulator's PaymentIntents, read after the drain.
 type Snapshot struct {
+	// Namespace is the deployment's: with a key it names an intent at
+	// Stripe.
+	Namespace   uuid.UUID
 	Keys        map[UserKey][]*KeyRow
 	Payments    map[int64]*PaymentRow
 	PaymentsOf  map[int64][]*PaymentRow // by idempotency key id
@@ -65,15 +73,19 @@ func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snap
 		Keys: map[UserKey][]*KeyRow{}, Payments: map[int64]*PaymentRow{}, PaymentsOf: map[int64][]*PaymentRow{},
 		Receipts: map[int64]int{}, ReceiptJobs: map[int64][]string{}, JobStates: map[string]int{},
 	}
+	if err := pool.QueryRow(ctx, `SELECT namespace FROM deployment`).Scan(&s.Namespace); err != nil {
+		return nil, fmt.Errorf("error reading the deployment's namespace: %w", err)
+	}
 	rows, err := pool.Query(ctx, `SELECT id, user_id, idempotency_key, recovery_point, response_code, response_body,
-		runs, locked_by::text, locked_at, last_run_at, created_at, finished_at FROM idempotency_keys`)
+		runs, locked_by::text, locked_at, last_run_at, created_at, finished_at, needs_attention_at, last_error
+		FROM idempotency_keys`)
 	if err != nil {
 		return nil, fmt.Errorf("error reading idempotency keys: %w", err)
 	}
 	for rows.Next() {
 		k := &KeyRow{}
 		if err := rows.Scan(&k.ID, &k.UserID, &k.Key, &k.RecoveryPoint, &k.ResponseCode, &k.ResponseBody,
-			&k.Runs, &k.LockedBy, &k.LockedAt, &k.LastRunAt, &k.CreatedAt, &k.FinishedAt); err != nil {
+			&k.Runs, &k.LockedBy, &k.LockedAt, &k.LastRunAt, &k.CreatedAt, &k.FinishedAt, &k.NeedsAttention, &k.LastError); err != nil {
 			return nil, err
 		}
 		uk := UserKey{k.UserID, k.Key}
