@@ -10,9 +10,16 @@ FROM idempotency_keys
 WHERE id = @id;
 
 -- IdempotencyKeyInsert creates a key with a fresh lease. It returns no row
--- when the key exists (or a concurrent insert of it committed first), or
--- when the user already has max_unfinished unfinished keys: a cap on what one
--- tenant can leave in flight, checked in the same statement.
+-- when the key exists (or a concurrent insert of it committed first), when
+-- the key was used before and reaped (its tombstone refuses it: running it
+-- again could charge twice), or when the user already has max_unfinished
+-- unfinished keys: a cap on what one tenant can leave in flight, checked in
+-- the same statement.
+--
+-- The tombstone predicate cannot miss a key being reaped at that moment: the
+-- engine reads the key before inserting it, and the reaper deletes a key and
+-- writes its tombstone in one statement, so a read that no longer sees the
+-- key is followed by an insert whose snapshot sees the tombstone.
 -- name: IdempotencyKeyInsert :one
 INSERT INTO idempotency_keys (
     user_id, idempotency_key, request_method, request_path,
@@ -30,16 +37,34 @@ WHERE (
         LIMIT sqlc.arg(max_unfinished)::int
     ) AS unfinished
 ) < sqlc.arg(max_unfinished)::int
+  AND NOT EXISTS (
+    SELECT 1
+    FROM idempotency_key_tombstones AS t
+    WHERE t.user_id = @user_id
+      AND t.idempotency_key = @idempotency_key
+)
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING *;
 
+-- IdempotencyKeyExists says why IdempotencyKeyInsert returned no row: the key
+-- exists (key_exists), it was reaped and its tombstone is left (the
+-- tombstone_ columns, NULL otherwise), or neither: the user is at the cap.
 -- name: IdempotencyKeyExists :one
 SELECT EXISTS (
-    SELECT 1
-    FROM idempotency_keys
-    WHERE user_id = @user_id
-      AND idempotency_key = @idempotency_key
-);
+           SELECT 1
+           FROM idempotency_keys AS k
+           WHERE k.user_id = @user_id
+             AND k.idempotency_key = @idempotency_key
+       ) AS key_exists,
+       t.request_fingerprint AS tombstone_fingerprint,
+       t.response_code       AS tombstone_response_code,
+       t.resource_type       AS tombstone_resource_type,
+       t.resource_id         AS tombstone_resource_id,
+       t.finished_at         AS tombstone_finished_at
+FROM (VALUES (1)) AS one
+LEFT JOIN idempotency_key_tombstones AS t
+       ON t.user_id = @user_id
+      AND t.idempotency_key = @idempotency_key;
 
 -- IdempotencyKeyLease takes the lease of an unfinished key whose lease is
 -- free, older than the lease length, or held by an instance that stopped
@@ -76,21 +101,47 @@ WHERE k.recovery_point <> 'finished'
 ORDER BY k.last_run_at
 LIMIT @max_keys;
 
--- IdempotencyKeyDeleteFinished deletes up to max_keys finished keys older
--- than the retention, skipping rows another transaction holds, so the reaper
--- never waits on or blocks the request path. Unfinished keys are never
--- candidates; payments keep their rows (ON DELETE SET NULL).
--- name: IdempotencyKeyDeleteFinished :execrows
-DELETE FROM idempotency_keys
-WHERE id IN (
-    SELECT id
-    FROM idempotency_keys
-    WHERE recovery_point = 'finished'
-      AND finished_at < now() - make_interval(secs => sqlc.arg(retention_seconds)::float8)
-    ORDER BY finished_at
-    LIMIT @max_keys
-    FOR UPDATE SKIP LOCKED
-);
+-- IdempotencyKeyReap moves up to max_keys finished keys older than the
+-- retention to tombstones, in one statement: each deleted key leaves a
+-- tombstone with its fingerprint, its status and what it made, found through
+-- the resource's idempotency_key_id (the statement's snapshot still sees it;
+-- ON DELETE SET NULL clears it at the statement's end). A flow with another
+-- resource table joins it here. Rows another transaction holds are skipped,
+-- so the reaper never waits on or blocks the request path. Unfinished keys
+-- are never candidates; payments keep their rows. It returns how many keys
+-- were reaped.
+-- name: IdempotencyKeyReap :execrows
+WITH reaped AS (
+    DELETE FROM idempotency_keys
+    WHERE id IN (
+        SELECT id
+        FROM idempotency_keys
+        WHERE recovery_point = 'finished'
+          AND finished_at < now() - make_interval(secs => sqlc.arg(retention_seconds)::float8)
+        ORDER BY finished_at
+        LIMIT @max_keys
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id, user_id, idempotency_key, request_method, request_path,
+              request_fingerprint, response_code, finished_at
+)
+INSERT INTO idempotency_key_tombstones (
+    user_id, idempotency_key, request_method, request_path, request_fingerprint,
+    response_code, resource_type, resource_id, finished_at
+)
+SELECT r.user_id, r.idempotency_key, r.request_method, r.request_path, r.request_fingerprint,
+       r.response_code, CASE WHEN p.id IS NOT NULL THEN 'payment' END, p.id, r.finished_at
+FROM reaped AS r
+LEFT JOIN payments AS p ON p.idempotency_key_id = r.id
+ON CONFLICT (user_id, idempotency_key) DO UPDATE
+SET request_method      = excluded.request_method,
+    request_path        = excluded.request_path,
+    request_fingerprint = excluded.request_fingerprint,
+    response_code       = excluded.response_code,
+    resource_type       = excluded.resource_type,
+    resource_id         = excluded.resource_id,
+    finished_at         = excluded.finished_at,
+    reaped_at           = excluded.reaped_at;
 
 -- name: IdempotencyKeyUnfinishedStats :one
 SELECT count(*)                                                   AS unfinished,

@@ -53,6 +53,7 @@ func classify(err error) failure {
 		ambiguous  *phases.AmbiguousError
 		refused    *phases.RefusedError
 		attention  *phases.NeedsAttentionError
+		expired    *phases.KeyExpiredError
 	)
 	switch {
 	case errors.As(err, &attention):
@@ -72,6 +73,22 @@ func classify(err error) failure {
 		return failure{problem.New(problem.IdempotencyKeyReused,
 			"This idempotency key was already used with a different request. Send a new key for a new request."),
 			0, metrics.OutcomeKeyReused}
+	case errors.As(err, &expired):
+		// A client error never to be retried: running the request again
+		// could charge twice. The problem names what the original made.
+		detail := "This idempotency key was used for a request that finished at " + expired.FinishedAt.UTC().Format(time.RFC3339) +
+			" and has expired: it is never run again."
+		if !expired.SameRequest {
+			detail = "This idempotency key was used for a different request, which finished at " + expired.FinishedAt.UTC().Format(time.RFC3339) +
+				" and has expired."
+		}
+		p := problem.New(problem.IdempotencyKeyExpired, detail+" Send a new key for a new request.")
+		if expired.ResourceType == "payment" { // named by IdempotencyKeyReap
+			p.PaymentID = expired.ResourceID
+			p.Detail = detail + " It made payment " + strconv.FormatInt(expired.ResourceID, 10) +
+				" (GET /payments/" + strconv.FormatInt(expired.ResourceID, 10) + "). Send a new key for a new payment."
+		}
+		return failure{p, 0, "key_expired"}
 	case errors.As(err, &inProgress):
 		return failure{problem.New(problem.IdempotencyKeyInUse,
 			"A request with this idempotency key is still being processed. Retry later with the same key."),

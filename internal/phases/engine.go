@@ -265,16 +265,18 @@ func (e *Engine) insertKey(req *Request) opener {
 		if err = db.InterpretError(err); !errors.Is(err, db.ErrNotFound) {
 			return key, err
 		}
-		// No row: the key exists now (a concurrent insert won), or the user
-		// is at the cap.
-		exists, err := e.queries.IdempotencyKeyExists(ctx, tx, &dbsqlc.IdempotencyKeyExistsParams{
+		// No row: the key exists now (a concurrent insert won), it was
+		// reaped and its tombstone refuses it, or the user is at the cap.
+		found, err := e.queries.IdempotencyKeyExists(ctx, tx, &dbsqlc.IdempotencyKeyExistsParams{
 			UserID: req.UserID, IdempotencyKey: req.Key,
 		})
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("error reading idempotency key: %w", err)
-		case exists:
+		case found.KeyExists:
 			return nil, errRaced
+		case found.TombstoneResponseCode != nil:
+			return nil, keyExpired(req, found)
 		}
 		return nil, &RefusedError{Reason: ReasonTooManyUnfinished, RetryAfter: 5 * time.Second}
 	}

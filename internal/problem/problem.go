@@ -38,6 +38,7 @@ var (
 	RequestTooLarge       = Type{"request-too-large", "Request too large", http.StatusRequestEntityTooLarge}
 	UnsupportedMediaType  = Type{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
 	IdempotencyKeyReused  = Type{"idempotency-key-reused", "Idempotency key reused", http.StatusUnprocessableEntity}
+	IdempotencyKeyExpired = Type{"idempotency-key-expired", "Idempotency key expired", http.StatusUnprocessableEntity}
 	RateLimited           = Type{"rate-limited", "Too many new idempotency keys", http.StatusTooManyRequests}
 	TooManyUnfinishedKeys = Type{"too-many-unfinished-keys", "Too many unfinished idempotency keys", http.StatusTooManyRequests}
 	ProcessorUnavailable  = Type{"processor-unavailable", "Payment processor unavailable", http.StatusServiceUnavailable}

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -36,43 +37,22 @@ func (q *Queries) IdempotencyKeyAdvance(ctx context.Context, db DBTX, arg *Idemp
 	return result.RowsAffected(), nil
 }
 
-const idempotencyKeyDeleteFinished = `-- name: IdempotencyKeyDeleteFinished :execrows
-DELETE FROM idempotency_keys
-WHERE id IN (
-    SELECT id
-    FROM idempotency_keys
-    WHERE recovery_point = 'finished'
-      AND finished_at < now() - make_interval(secs => $1::float8)
-    ORDER BY finished_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-)
-`
-
-type IdempotencyKeyDeleteFinishedParams struct {
-	RetentionSeconds float64
-	MaxKeys          int32
-}
-
-// IdempotencyKeyDeleteFinished deletes up to max_keys finished keys older
-// than the retention, skipping rows another transaction holds, so the reaper
-// never waits on or blocks the request path. Unfinished keys are never
-// candidates; payments keep their rows (ON DELETE SET NULL).
-func (q *Queries) IdempotencyKeyDeleteFinished(ctx context.Context, db DBTX, arg *IdempotencyKeyDeleteFinishedParams) (int64, error) {
-	result, err := db.Exec(ctx, idempotencyKeyDeleteFinished, arg.RetentionSeconds, arg.MaxKeys)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const idempotencyKeyExists = `-- name: IdempotencyKeyExists :one
 SELECT EXISTS (
-    SELECT 1
-    FROM idempotency_keys
-    WHERE user_id = $1
-      AND idempotency_key = $2
-)
+           SELECT 1
+           FROM idempotency_keys AS k
+           WHERE k.user_id = $1
+             AND k.idempotency_key = $2
+       ) AS key_exists,
+       t.request_fingerprint AS tombstone_fingerprint,
+       t.response_code       AS tombstone_response_code,
+       t.resource_type       AS tombstone_resource_type,
+       t.resource_id         AS tombstone_resource_id,
+       t.finished_at         AS tombstone_finished_at
+FROM (VALUES (1)) AS one
+LEFT JOIN idempotency_key_tombstones AS t
+       ON t.user_id = $1
+      AND t.idempotency_key = $2
 `
 
 type IdempotencyKeyExistsParams struct {
@@ -80,11 +60,30 @@ type IdempotencyKeyExistsParams struct {
 	IdempotencyKey string
 }
 
-func (q *Queries) IdempotencyKeyExists(ctx context.Context, db DBTX, arg *IdempotencyKeyExistsParams) (bool, error) {
+type IdempotencyKeyExistsRow struct {
+	KeyExists             bool
+	TombstoneFingerprint  []byte
+	TombstoneResponseCode *int32
+	TombstoneResourceType *string
+	TombstoneResourceID   *int64
+	TombstoneFinishedAt   *time.Time
+}
+
+// IdempotencyKeyExists says why IdempotencyKeyInsert returned no row: the key
+// exists (key_exists), it was reaped and its tombstone is left (the
+// tombstone_ columns, NULL otherwise), or neither: the user is at the cap.
+func (q *Queries) IdempotencyKeyExists(ctx context.Context, db DBTX, arg *IdempotencyKeyExistsParams) (*IdempotencyKeyExistsRow, error) {
 	row := db.QueryRow(ctx, idempotencyKeyExists, arg.UserID, arg.IdempotencyKey)
-	var exists bool
-	err := row.Scan(&exists)
-	return exists, err
+	var i IdempotencyKeyExistsRow
+	err := row.Scan(
+		&i.KeyExists,
+		&i.TombstoneFingerprint,
+		&i.TombstoneResponseCode,
+		&i.TombstoneResourceType,
+		&i.TombstoneResourceID,
+		&i.TombstoneFinishedAt,
+	)
+	return &i, err
 }
 
 const idempotencyKeyFinish = `-- name: IdempotencyKeyFinish :execrows
@@ -217,6 +216,12 @@ WHERE (
         LIMIT $9::int
     ) AS unfinished
 ) < $9::int
+  AND NOT EXISTS (
+    SELECT 1
+    FROM idempotency_key_tombstones AS t
+    WHERE t.user_id = $1
+      AND t.idempotency_key = $2
+)
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error
 `
@@ -234,9 +239,16 @@ type IdempotencyKeyInsertParams struct {
 }
 
 // IdempotencyKeyInsert creates a key with a fresh lease. It returns no row
-// when the key exists (or a concurrent insert of it committed first), or
-// when the user already has max_unfinished unfinished keys: a cap on what one
-// tenant can leave in flight, checked in the same statement.
+// when the key exists (or a concurrent insert of it committed first), when
+// the key was used before and reaped (its tombstone refuses it: running it
+// again could charge twice), or when the user already has max_unfinished
+// unfinished keys: a cap on what one tenant can leave in flight, checked in
+// the same statement.
+//
+// The tombstone predicate cannot miss a key being reaped at that moment: the
+// engine reads the key before inserting it, and the reaper deletes a key and
+// writes its tombstone in one statement, so a read that no longer sees the
+// key is followed by an insert whose snapshot sees the tombstone.
 func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *IdempotencyKeyInsertParams) (*IdempotencyKey, error) {
 	row := db.QueryRow(ctx, idempotencyKeyInsert,
 		arg.UserID,
@@ -388,6 +400,62 @@ func (q *Queries) IdempotencyKeyListResumable(ctx context.Context, db DBTX, arg 
 		return nil, err
 	}
 	return items, nil
+}
+
+const idempotencyKeyReap = `-- name: IdempotencyKeyReap :execrows
+WITH reaped AS (
+    DELETE FROM idempotency_keys
+    WHERE id IN (
+        SELECT id
+        FROM idempotency_keys
+        WHERE recovery_point = 'finished'
+          AND finished_at < now() - make_interval(secs => $1::float8)
+        ORDER BY finished_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id, user_id, idempotency_key, request_method, request_path,
+              request_fingerprint, response_code, finished_at
+)
+INSERT INTO idempotency_key_tombstones (
+    user_id, idempotency_key, request_method, request_path, request_fingerprint,
+    response_code, resource_type, resource_id, finished_at
+)
+SELECT r.user_id, r.idempotency_key, r.request_method, r.request_path, r.request_fingerprint,
+       r.response_code, CASE WHEN p.id IS NOT NULL THEN 'payment' END, p.id, r.finished_at
+FROM reaped AS r
+LEFT JOIN payments AS p ON p.idempotency_key_id = r.id
+ON CONFLICT (user_id, idempotency_key) DO UPDATE
+SET request_method      = excluded.request_method,
+    request_path        = excluded.request_path,
+    request_fingerprint = excluded.request_fingerprint,
+    response_code       = excluded.response_code,
+    resource_type       = excluded.resource_type,
+    resource_id         = excluded.resource_id,
+    finished_at         = excluded.finished_at,
+    reaped_at           = excluded.reaped_at
+`
+
+type IdempotencyKeyReapParams struct {
+	RetentionSeconds float64
+	MaxKeys          int32
+}
+
+// IdempotencyKeyReap moves up to max_keys finished keys older than the
+// retention to tombstones, in one statement: each deleted key leaves a
+// tombstone with its fingerprint, its status and what it made, found through
+// the resource's idempotency_key_id (the statement's snapshot still sees it;
+// ON DELETE SET NULL clears it at the statement's end). A flow with another
+// resource table joins it here. Rows another transaction holds are skipped,
+// so the reaper never waits on or blocks the request path. Unfinished keys
+// are never candidates; payments keep their rows. It returns how many keys
+// were reaped.
+func (q *Queries) IdempotencyKeyReap(ctx context.Context, db DBTX, arg *IdempotencyKeyReapParams) (int64, error) {
+	result, err := db.Exec(ctx, idempotencyKeyReap, arg.RetentionSeconds, arg.MaxKeys)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const idempotencyKeyRelease = `-- name: IdempotencyKeyRelease :execrows

@@ -49,6 +49,19 @@ type IdempotencyKey struct {
 	LastError          *string
 }
 
+type IdempotencyKeyTombstone struct {
+	UserID             int64
+	IdempotencyKey     string
+	RequestMethod      string
+	RequestPath        string
+	RequestFingerprint []byte
+	ResponseCode       int32
+	ResourceType       *string
+	ResourceID         *int64
+	FinishedAt         time.Time
+	ReapedAt           time.Time
+}
+
 type Instance struct {
 	ID          uuid.UUID
 	Hostname    string
