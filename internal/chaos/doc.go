@@ -23,8 +23,10 @@
 //     completer to finish. Every intent is recorded before its first send.
 //
 //  3. Faults (controller.go, emulator.go). The emulator fails PaymentIntent
-//     creates at random (500s, answers lost after the charge, hangs longer
-//     than paymentsd's Stripe timeout, latency). A controller SIGKILLs a
+//     creates at random, as Stripe documents it may: 500s, 500s that did
+//     charge, answers lost after the charge, hangs longer than paymentsd's
+//     Stripe timeout, creates that outlive their client, latency, and a
+//     search index that lags writes. A controller SIGKILLs a
 //     random serve process every -kill-every (±20%) and restarts it a second
 //     or two later, and restarts Postgres once (stop -m fast, start) in the
 //     middle of the run. A supervisor restarts any serve process that exits
@@ -35,7 +37,8 @@
 //     emulator's faults are turned off and its hung requests released, every
 //     serve process is brought up and made ready, clients start no new
 //     intents (they may finish the one they hold), and the harness waits,
-//     within -drain, until no idempotency key is unfinished and no receipt
+//     within -drain, until no idempotency key is unfinished (bar those
+//     parked for an operator, which are counted and listed) and no receipt
 //     job is pending.
 //
 //  5. Verdict (snapshot.go, invariants.go, check.go, report.go). The harness reads the
@@ -43,15 +46,17 @@
 //     PaymentIntent from the emulator, checks the invariants below, prints a
 //     table, and exits non-zero on any violation:
 //
-//  1. every intent has exactly one key row, finished with 201 or 402;
+//  1. every intent has exactly one key row, finished with 201 or 402, or
+//     parked for an operator (never charged again);
 //
 //  2. a 201 has exactly one succeeded PaymentIntent for its payment, which
 //     the payment row records as succeeded; a 402 has none and a failed
 //     payment; a client that got a definite answer got exactly the stored
 //     one; the outcome matches the card;
 //
-//  3. every PaymentIntent names an existing payment, and no payment has two
-//     succeeded PaymentIntents;
+//  3. every PaymentIntent names, through the intent in its metadata, a
+//     payment of this deployment, and no payment has two succeeded
+//     PaymentIntents;
 //
 //  4. exactly one receipt, and one receipt job, per succeeded payment, and
 //     none for a failed one;

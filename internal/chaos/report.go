@@ -91,8 +91,11 @@ func (r *Report) Print(w io.Writer) {
 	row("SIGKILLs of serve processes", "%d", r.Events.Count(EventKill))
 	row("serve restarts", "%d (of which after exiting on their own: %d)", r.Events.Count(EventRestart), r.Events.Count(EventExit))
 	row("Postgres restarts", "%d", r.Events.Count(EventPGStart))
-	row("emulator chaos", "p_500 %.2f, p_lost_answer %.2f, p_hang %.2f (%d ms), latency 0-%d ms",
-		c.Faults.P500, c.Faults.PLostAnswer, c.Faults.PHang, c.Faults.HangForMS, c.Faults.MaxLatencyMS)
+	row("emulator chaos", "p_500 %.2f, p_500_charged %.2f, p_lost_answer %.2f, p_hang %.2f (%d ms), p_outlive_client %.2f (%d ms)",
+		c.Faults.P500, c.Faults.P500Charged, c.Faults.PLostAnswer, c.Faults.PHang, c.Faults.HangForMS,
+		c.Faults.POutliveClient, c.Faults.OutliveLatencyMS)
+	row("", "p_idempotency_error %.2f, latency 0-%d ms, search lag %d ms",
+		c.Faults.PIdempotencyError, c.Faults.MaxLatencyMS, c.Faults.SearchLagMS)
 	names := make([]string, 0, len(r.Emulator))
 	for name := range r.Emulator {
 		if !slices.Contains(emulatorOrder, name) {

@@ -113,13 +113,16 @@ func Setup(ctx context.Context, cfg *Config, ev *Events) (*Rig, error) {
 // serveEnv is the environment of every serve process besides its address
 // and the emulator's.
 var serveEnv = map[string]string{
-	"PAYMENTSD_LOG_LEVEL":          "warn",
-	"PAYMENTSD_RATE_LIMIT":         "0",
-	"PAYMENTSD_LOCK_TIMEOUT":       "10s",
-	"PAYMENTSD_STRIPE_TIMEOUT":     "3s",
-	"PAYMENTSD_COMPLETER_INTERVAL": "2s",
-	"PAYMENTSD_HEARTBEAT_INTERVAL": "1s",
-	"PAYMENTSD_SHUTDOWN_GRACE":     "5s",
+	"PAYMENTSD_LOG_LEVEL":      "warn",
+	"PAYMENTSD_RATE_LIMIT":     "0",
+	"PAYMENTSD_LOCK_TIMEOUT":   "10s",
+	"PAYMENTSD_STRIPE_TIMEOUT": "3s",
+	// The emulator's list is consistent at once: a short margin lets a
+	// spent Stripe key's successor come within the drain bound.
+	"PAYMENTSD_STRIPE_VISIBILITY_MARGIN": "2s",
+	"PAYMENTSD_COMPLETER_INTERVAL":       "2s",
+	"PAYMENTSD_HEARTBEAT_INTERVAL":       "1s",
+	"PAYMENTSD_SHUTDOWN_GRACE":           "5s",
 }
 
 // env is the harness's environment without any setting of paymentsd or

@@ -69,6 +69,8 @@ func appOptions(cfg *config.Config, log zerolog.Logger) app.Options {
 			SecretKey: cfg.StripeSecretKey,
 			APIBase:   cfg.StripeAPIBase,
 			Timeout:   cfg.StripeTimeout,
+
+			VisibilityMargin: cfg.StripeVisibilityMargin,
 		},
 		ShutdownGrace:     cfg.ShutdownGrace,
 		RateLimit:         cfg.RateLimit,

@@ -16,10 +16,12 @@ type Config struct {
 	StripeSecretKey string
 	StripeAPIBase   string
 	StripeTimeout   time.Duration
-	LockTimeout     time.Duration
-	KeyRetention    time.Duration
-	RateLimit       int
-	LogLevel        string
+	// StripeVisibilityMargin: see payments.StripeConfig.VisibilityMargin.
+	StripeVisibilityMargin time.Duration
+	LockTimeout            time.Duration
+	KeyRetention           time.Duration
+	RateLimit              int
+	LogLevel               string
 
 	CompleterInterval time.Duration
 	ReaperInterval    time.Duration
@@ -44,6 +46,7 @@ func Load() (*Config, error) {
 	cfg.LockTimeout = duration("PAYMENTSD_LOCK_TIMEOUT", 90*time.Second, &errs)
 	cfg.KeyRetention = duration("PAYMENTSD_KEY_RETENTION", 24*time.Hour, &errs)
 	cfg.StripeTimeout = duration("PAYMENTSD_STRIPE_TIMEOUT", 30*time.Second, &errs)
+	cfg.StripeVisibilityMargin = duration("PAYMENTSD_STRIPE_VISIBILITY_MARGIN", time.Minute, &errs)
 	cfg.RateLimit = integer("PAYMENTSD_RATE_LIMIT", 100, &errs)
 	cfg.CompleterInterval = duration("PAYMENTSD_COMPLETER_INTERVAL", 10*time.Second, &errs)
 	cfg.ReaperInterval = duration("PAYMENTSD_REAPER_INTERVAL", time.Minute, &errs)
