@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
@@ -58,7 +59,7 @@ func requireProblem(t *testing.T, resp *testutil.Response, status int, slug stri
 func TestCreatePayment(t *testing.T) {
 	t.Parallel()
 	svc := testutil.StartService(t, testutil.ServiceOptions{})
-	_, apiKey := svc.NewUser(t)
+	userID, apiKey := svc.NewUser(t)
 
 	resp := svc.PostPayment(t, apiKey, "order-1", visa)
 	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
@@ -79,7 +80,14 @@ func TestCreatePayment(t *testing.T) {
 	pis := svc.Stripe.PaymentIntents()
 	require.Len(t, pis, 1)
 	require.Equal(t, *p.StripePaymentIntentID, pis[0].ID)
-	require.Equal(t, itoa(p.ID), pis[0].Metadata["payment_id"])
+	// The PaymentIntent names the client's intent, not a database sequence.
+	var namespace string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(), "SELECT namespace::text FROM deployment").Scan(&namespace))
+	require.Equal(t, namespace, pis[0].Metadata[intent.MetadataNamespace])
+	require.Equal(t, itoa(userID), pis[0].Metadata[intent.MetadataUserID])
+	require.Len(t, pis[0].Metadata[intent.MetadataIntent], 32)
+	require.NotContains(t, pis[0].Metadata, "payment_id")
+	require.Equal(t, "paymentsd-pi-"+pis[0].Metadata[intent.MetadataIntent]+"-1", pis[0].IdempotencyKey)
 
 	// Each phase audited what it did, in its own transaction.
 	rows, err := svc.Pool.Query(context.Background(),
