@@ -271,6 +271,11 @@ func TestContract(t *testing.T) {
 		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500})
 		c.run(t, post(apiKey, "p-3", visa).want(http.StatusServiceUnavailable))
 		c.run(t, post(apiKey, "p-3", visa).want(http.StatusCreated)) // resumes
+
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+		parked := c.run(t, post(apiKey, "p-4", visa).want(http.StatusServiceUnavailable))
+		require.Contains(t, string(parked.Body), "needs-attention")
+		require.NotEmpty(t, parked.Header.Get("Retry-After"))
 	})
 
 	t.Run("key in use", func(t *testing.T) {
