@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -21,22 +22,41 @@ type CompleterArgs struct{}
 // Kind names the job in River.
 func (CompleterArgs) Kind() string { return "completer" }
 
+// The outcomes of one resume, as CompleterWorker.Observe is told them.
+const (
+	ResumeFinished        = "finished"
+	ResumeAlreadyFinished = "already_finished"
+	ResumeInProgress      = "in_progress"
+	ResumeAmbiguous       = "ambiguous"
+	ResumeNeedsAttention  = "needs_attention"
+	ResumeError           = "error"
+	// ResumePanic is a resume that panicked: recovered and logged, the key
+	// left to its lease and to a later run.
+	ResumePanic = "panic"
+)
+
 // CompleterConfig tunes the completer.
 type CompleterConfig struct {
-	// Interval is how often the job runs.
+	// Interval is how often the job runs. Defaults to 10 seconds.
 	Interval time.Duration
-	// BatchSize bounds the keys one run resumes.
+	// BatchSize bounds the keys one run resumes. Defaults to 100.
 	BatchSize int
-	// Concurrency bounds the keys resumed at once.
+	// Concurrency bounds the keys resumed at once. Defaults to 4.
 	Concurrency int
 	// MinIdle leaves a key alone for this long after its last run, so a
-	// client's own prompt retry usually gets there first.
+	// client's own prompt retry usually gets there first. Defaults to 2
+	// seconds.
 	MinIdle time.Duration
 	// Backoff is the wait after a key's first failed run; it doubles with
-	// every run, up to MaxBackoff.
+	// every run, up to MaxBackoff. Defaults to a second and 5 minutes.
 	Backoff, MaxBackoff time.Duration
-	// KeyTimeout bounds one resume.
+	// KeyTimeout bounds one resume, and can only shorten the bound the lease
+	// sets (CompleterWorker.KeyTimeout). Defaults to that bound.
 	KeyTimeout time.Duration
+	// RunTimeout bounds one run: a key is started only while it can end
+	// within it, the rest waits for the next run. Defaults to two key
+	// timeouts, and is never shorter than one plus the lease margin.
+	RunTimeout time.Duration
 }
 
 func (c *CompleterConfig) setDefaults() {
@@ -58,38 +78,97 @@ func (c *CompleterConfig) setDefaults() {
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 5 * time.Minute
 	}
-	if c.KeyTimeout <= 0 {
-		c.KeyTimeout = time.Minute
-	}
 }
 
 // CompleterWorker drives unfinished keys that no live run holds through the
 // same phase engine the API uses, so a payment whose client went away, or
 // whose server died mid-phase, finishes without the client.
+//
+// One run at a time across every process: a run holds a Postgres advisory
+// lock (completerLock), and another run waits for it. River inserts no
+// periodic job while one waits or runs (PeriodicInsertOpts), so runs do not
+// pile up either. The keys' own leases keep each key safe regardless; the
+// lock keeps runs from working the same keys at once.
 type CompleterWorker struct {
 	river.WorkerDefaults[CompleterArgs]
 	Pool   *pgxpool.Pool
 	Engine *phases.Engine
 	Config CompleterConfig
-	Log    zerolog.Logger
-	// Observe, when set, is told the outcome of every resume.
+	// Log is where runs log; it travels in the context, so the engine's
+	// own lines carry the run's fields too.
+	Log zerolog.Logger
+	// Observe, when set, is told the outcome of every resume (Resume*).
 	Observe func(outcome string)
+
+	// resumeKey resumes one key: Engine.Resume, or a test's stand-in.
+	resumeKey func(ctx context.Context, keyID int64) (*phases.Result, error)
 }
 
-// Timeout lets a batch run longer than River's default job timeout.
+// leaseMargin is the part of a lease a resume leaves unused: time for its
+// last commit, and for the database's clock, which times leases out, to
+// disagree with this process's.
+func leaseMargin(lease time.Duration) time.Duration { return lease / 10 }
+
+// KeyTimeout bounds one resume: it ends before its lease could be taken
+// over, so a resume never runs beside the run that takes its key over.
+func (w *CompleterWorker) KeyTimeout() time.Duration {
+	lease := w.Engine.LeaseTimeout()
+	bound := lease - leaseMargin(lease)
+	if w.Config.KeyTimeout > 0 {
+		return min(w.Config.KeyTimeout, bound)
+	}
+	return bound
+}
+
+// RunTimeout bounds one run; keys start only while they can end within it.
+// It leaves room for at least one key, and the lease margin for listing the
+// keys first.
+func (w *CompleterWorker) RunTimeout() time.Duration {
+	least := w.KeyTimeout() + leaseMargin(w.Engine.LeaseTimeout())
+	if w.Config.RunTimeout > 0 {
+		return max(w.Config.RunTimeout, least)
+	}
+	return max(2*w.KeyTimeout(), least)
+}
+
+// jobTimeoutGrace is how much longer River lets a run's job live than the
+// run bounds itself: River cancels the job only after the run has ended on
+// its own, and rescues it (a second, overlapping run) no earlier than that.
+const jobTimeoutGrace = 30 * time.Second
+
+// Timeout is the job's timeout in River: the run's own bound plus a grace.
+// River rescues a running job no earlier than its kind's timeout, so the
+// run has ended before its job could be rescued and run twice.
 func (w *CompleterWorker) Timeout(*river.Job[CompleterArgs]) time.Duration {
-	return 2*w.Config.KeyTimeout + time.Minute
+	return w.RunTimeout() + jobTimeoutGrace
 }
 
-// Work resumes one batch of keys.
+// Work resumes one batch of keys, within RunTimeout.
 func (w *CompleterWorker) Work(ctx context.Context, _ *river.Job[CompleterArgs]) error {
+	ctx, cancel := context.WithTimeout(ctx, w.RunTimeout())
+	defer cancel()
 	_, err := w.RunOnce(ctx)
 	return err
 }
 
-// RunOnce resumes one batch and returns how many keys it tried.
+// RunOnce resumes one batch and returns how many keys it tried. It first
+// waits, as long as ctx lets it, for any other run, in this process or
+// another, to end.
 func (w *CompleterWorker) RunOnce(ctx context.Context) (int, error) {
 	w.Config.setDefaults()
+	ctx = w.Log.With().Str("job", CompleterArgs{}.Kind()).Logger().WithContext(ctx)
+	var tried int
+	err := runLocked(ctx, w.Pool, completerLock, func(ctx context.Context) error {
+		var err error
+		tried, err = w.runBatch(ctx)
+		return err
+	})
+	return tried, err
+}
+
+// runBatch lists resumable keys and resumes them, Concurrency at a time,
+// starting each only while it can end before the run's deadline.
+func (w *CompleterWorker) runBatch(ctx context.Context) (int, error) {
 	ids, err := dbsqlc.New().IdempotencyKeyListResumable(ctx, w.Pool, &dbsqlc.IdempotencyKeyListResumableParams{
 		MinIdleSeconds:    w.Config.MinIdle.Seconds(),
 		BackoffSeconds:    w.Config.Backoff.Seconds(),
@@ -101,48 +180,78 @@ func (w *CompleterWorker) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("error listing resumable keys: %w", err)
 	}
+	keyTimeout := w.KeyTimeout()
 	var (
-		wg  sync.WaitGroup
-		sem = make(chan struct{}, w.Config.Concurrency)
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, w.Config.Concurrency)
+		tried int
 	)
 	for _, id := range ids {
 		sem <- struct{}{}
+		if deadline, ok := ctx.Deadline(); ctx.Err() != nil || ok && time.Until(deadline) < keyTimeout {
+			<-sem
+			break // the rest waits for the next run
+		}
+		tried++
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			w.resume(ctx, id)
+			w.resume(ctx, id, keyTimeout)
 		}()
 	}
 	wg.Wait()
-	return len(ids), nil
+	return tried, nil
 }
 
-func (w *CompleterWorker) resume(ctx context.Context, id int64) {
-	ctx, cancel := context.WithTimeout(ctx, w.Config.KeyTimeout)
+// resume drives one key and reports its outcome. A panic is recovered here,
+// in the goroutine that runs the key, and is the outcome "panic": the key
+// keeps its lease until it goes stale, and a later run tries it again.
+func (w *CompleterWorker) resume(ctx context.Context, id int64, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	log := w.Log.With().Int64("idempotency_key_id", id).Logger()
-	res, err := w.Engine.Resume(ctx, id)
+	log := zerolog.Ctx(ctx).With().Int64("idempotency_key_id", id).Logger()
+	ctx = log.WithContext(ctx)
+	outcome := ResumePanic
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error().Str("panic", fmt.Sprint(r)).Bytes("stack", debug.Stack()).Msg("completer: resume panicked")
+		}
+		if w.Observe != nil {
+			w.Observe(outcome)
+		}
+	}()
+	resumeKey := w.resumeKey
+	if resumeKey == nil {
+		resumeKey = w.Engine.Resume
+	}
+	res, err := resumeKey(ctx, id)
+	outcome = classifyResume(ctx, res, err)
+}
+
+// classifyResume names the outcome of a resume and logs what an operator
+// should see.
+func classifyResume(ctx context.Context, res *phases.Result, err error) string {
+	log := zerolog.Ctx(ctx)
 	var (
 		inProgress *phases.InProgressError
 		ambiguous  *phases.AmbiguousError
-		outcome    string
+		attention  *phases.NeedsAttentionError
 	)
 	switch {
 	case err == nil && res.Replayed:
-		outcome = "already_finished"
+		return ResumeAlreadyFinished
 	case err == nil:
-		outcome = "finished"
 		log.Info().Int("status", res.Response.Status).Msg("completer finished an abandoned key")
+		return ResumeFinished
 	case errors.As(err, &inProgress), errors.Is(err, phases.ErrLeaseLost):
-		outcome = "in_progress"
+		return ResumeInProgress
 	case errors.As(err, &ambiguous):
-		outcome = "ambiguous"
 		log.Warn().Err(err).Msg("completer: outcome still unknown; will retry with backoff")
-	default:
-		outcome = "error"
-		log.Error().Err(err).Msg("completer: resume failed")
+		return ResumeAmbiguous
+	case errors.As(err, &attention):
+		// The engine logged the parking itself.
+		return ResumeNeedsAttention
 	}
-	if w.Observe != nil {
-		w.Observe(outcome)
-	}
+	log.Error().Err(err).Msg("completer: resume failed")
+	return ResumeError
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/phases"
@@ -50,20 +51,22 @@ func NewClient(pool *pgxpool.Pool, engine *phases.Engine, cfg Config) (*river.Cl
 		// A process killed mid-job leaves its jobs 'running'. River rescues
 		// them only after RescueStuckJobsAfter (an hour by default), which
 		// would hold a receipt back that long: rescue after 20s instead.
-		// A rescued job may overlap a slow first run of it; both workers
-		// are safe to run twice (receipts are unique per payment, and the
-		// completer's keys are leased and fenced).
-		JobTimeout:           15 * time.Second,
-		RescueStuckJobsAfter: 20 * time.Second,
+		// River rescues a job no earlier than its kind's own timeout, and a
+		// job ends before its timeout: the completer bounds its runs below
+		// its Timeout (CompleterWorker.RunTimeout), the others take
+		// JobTimeout. A rescued receipt is safe to run twice (receipts are
+		// unique per payment).
+		JobTimeout:           ReceiptJobTimeout,
+		RescueStuckJobsAfter: RescueStuckJobsAfter,
 		Logger:               cfg.RiverLog,
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 8}},
 		Workers:              workers,
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.Completer.Interval),
-				func() (river.JobArgs, *river.InsertOpts) { return CompleterArgs{}, nil },
+				func() (river.JobArgs, *river.InsertOpts) { return CompleterArgs{}, PeriodicInsertOpts() },
 				&river.PeriodicJobOpts{ID: "completer", RunOnStart: true}),
 			river.NewPeriodicJob(river.PeriodicInterval(cfg.Reaper.Interval),
-				func() (river.JobArgs, *river.InsertOpts) { return ReaperArgs{}, nil },
+				func() (river.JobArgs, *river.InsertOpts) { return ReaperArgs{}, PeriodicInsertOpts() },
 				&river.PeriodicJobOpts{ID: "reaper", RunOnStart: true}),
 		},
 	})
@@ -71,6 +74,29 @@ func NewClient(pool *pgxpool.Pool, engine *phases.Engine, cfg Config) (*river.Cl
 		return nil, fmt.Errorf("error creating River client: %w", err)
 	}
 	return client, nil
+}
+
+// River's timing of jobs: a job other than the completer is cancelled after
+// ReceiptJobTimeout, and a job left 'running' by a dead process is rescued
+// after RescueStuckJobsAfter, or after its kind's timeout if that is longer.
+const (
+	ReceiptJobTimeout    = 15 * time.Second
+	RescueStuckJobsAfter = 20 * time.Second
+)
+
+// PeriodicInsertOpts are the insert options of the periodic jobs: no new job
+// is inserted while one of its kind is waiting or running (River skips the
+// insert on the unique conflict), so runs cannot pile up behind a slow one;
+// and a failed run is not retried, since the next period runs it anyway.
+// Completed and discarded jobs do not count, or none could follow them.
+func PeriodicInsertOpts() *river.InsertOpts {
+	return &river.InsertOpts{
+		MaxAttempts: 1,
+		UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+			rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
+			rivertype.JobStateRunning, rivertype.JobStateScheduled,
+		}},
+	}
 }
 
 // ReceiptEnqueuer returns the outbox insert the payment flow calls inside its

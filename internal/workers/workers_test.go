@@ -45,8 +45,9 @@ type testBundle struct {
 
 func setup(t *testing.T, opts testutil.ServiceOptions) *testBundle {
 	t.Helper()
-	// The periodic completer of the service itself runs rarely here; tests
-	// run the worker directly, which is safe beside it: leases decide.
+	// The periodic completer of the service itself runs rarely here (once
+	// on start); tests run the worker directly, which waits for any other
+	// run to end first.
 	opts.Workers.Completer.Interval = time.Hour
 	svc := testutil.StartService(t, opts)
 	_, apiKey := svc.NewUser(t)
@@ -56,7 +57,7 @@ func setup(t *testing.T, opts testutil.ServiceOptions) *testBundle {
 		completer: &workers.CompleterWorker{
 			Pool:   svc.Pool,
 			Engine: svc.App.Engine,
-			Config: workers.CompleterConfig{MinIdle: time.Millisecond, Backoff: time.Millisecond, KeyTimeout: 10 * time.Second},
+			Config: workers.CompleterConfig{MinIdle: time.Millisecond, Backoff: time.Millisecond},
 			Log:    testutil.Logger(t),
 		},
 	}
@@ -212,6 +213,9 @@ func TestTwoCompletersNeverRunOneKeyAtOnce(t *testing.T) {
 	// Stripe as a 409 on its idempotency key.
 	b.svc.Stripe.SetChaos(stripefake.Chaos{Latency: 50 * time.Millisecond, MaxLatency: 50 * time.Millisecond})
 
+	// The completer's lock makes the second run wait for the first (see
+	// TestCompleterRunsOneAtATime); each key's lease would keep them apart
+	// without it.
 	other := *b.completer
 	var wg sync.WaitGroup
 	for _, c := range []*workers.CompleterWorker{b.completer, &other} {

@@ -1,0 +1,273 @@
+package workers_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/testutil"
+	"github.com/paymentsd/paymentsd/internal/workers"
+)
+
+// outcomes collects what a completer observes.
+type outcomes struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (o *outcomes) observe(outcome string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen = append(o.seen, outcome)
+}
+
+func (o *outcomes) list() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.seen...)
+}
+
+// syncBuffer is a log sink written from many goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func TestCompleterSurvivesAPanickingResume(t *testing.T) {
+	t.Parallel()
+	const lease = 200 * time.Millisecond
+	b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, "boom", "fine")
+	time.Sleep(lease + 50*time.Millisecond)
+	var boomID int64
+	require.NoError(t, b.svc.Pool.QueryRow(context.Background(), "SELECT id FROM idempotency_keys WHERE idempotency_key = 'boom'").Scan(&boomID))
+
+	var seen outcomes
+	logs := &syncBuffer{}
+	b.completer.Observe = seen.observe
+	b.completer.Log = zerolog.New(logs)
+	workers.SetResumeKey(b.completer, func(ctx context.Context, id int64) (*phases.Result, error) {
+		if id == boomID {
+			panic("injected panic")
+		}
+		return b.svc.App.Engine.Resume(ctx, id)
+	})
+
+	n, err := b.completer.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.ElementsMatch(t, []string{workers.ResumePanic, workers.ResumeFinished}, seen.list())
+	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "fine"), "the other key of the batch finished")
+	require.Zero(t, b.finishedStatus(t, "boom"), "the panicking key is left for a later run")
+
+	var logged bool
+	for _, line := range logs.lines() {
+		if line["message"] == "completer: resume panicked" {
+			logged = true
+			require.Equal(t, "injected panic", line["panic"])
+			require.EqualValues(t, boomID, line["idempotency_key_id"])
+			require.Contains(t, line["stack"], "completer.go")
+		}
+	}
+	require.True(t, logged, "the panic is logged")
+
+	// The process lives on, and so does the key: the next run finishes it.
+	workers.SetResumeKey(b.completer, nil)
+	_, err = b.completer.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "boom"))
+}
+
+func TestCompleterRunsOneAtATime(t *testing.T) {
+	t.Parallel()
+	const lease = 200 * time.Millisecond
+	b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, "k1", "k2")
+	time.Sleep(lease + 50*time.Millisecond)
+	ctx := context.Background()
+
+	// Each run blocks inside its first resume until released; a second
+	// completer stands for another process (its own lock connection).
+	var (
+		running, most atomic.Int32
+		started       = make(chan struct{}, 2)
+		release       = make(chan struct{})
+	)
+	blocking := func(ctx context.Context, id int64) (*phases.Result, error) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		started <- struct{}{}
+		<-release
+		return b.svc.App.Engine.Resume(ctx, id)
+	}
+	runs := make(chan int, 2)
+	for range 2 {
+		c := *b.completer
+		c.Config.Concurrency = 1
+		workers.SetResumeKey(&c, blocking)
+		go func() {
+			n, err := c.RunOnce(ctx)
+			require.NoError(t, err)
+			runs <- n
+		}()
+	}
+	<-started
+
+	// One run holds the lock and is inside a resume; the other waits for
+	// the lock and has not resumed anything.
+	lockState := func(granted bool) int {
+		var n int
+		require.NoError(t, b.svc.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+			WHERE l.locktype = 'advisory' AND l.granted = $1 AND d.datname = current_database()
+			  AND (l.classid::bigint << 32 | l.objid::bigint) = $2`, granted, workers.CompleterLock).Scan(&n))
+		return n
+	}
+	// (The service's own completer, run once on start, may queue too.)
+	require.Eventually(t, func() bool { return lockState(false) >= 1 }, 5*time.Second, 10*time.Millisecond, "the second run waits")
+	require.Equal(t, 1, lockState(true))
+	require.EqualValues(t, 1, running.Load())
+
+	close(release)
+	require.ElementsMatch(t, []int{2, 0}, []int{<-runs, <-runs}, "the first run did both keys; the second, after it, found none")
+	require.EqualValues(t, 1, most.Load(), "never two resumes at once")
+	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k1"))
+	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k2"))
+	require.Eventually(t, func() bool { return lockState(true)+lockState(false) == 0 }, 5*time.Second, 10*time.Millisecond,
+		"every run released the lock")
+}
+
+func TestPeriodicJobsDoNotPileUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testutil.ServiceOptions{})
+	ctx := context.Background()
+	tx, err := b.svc.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+
+	// As River's periodic enqueuer inserts them, in one transaction so
+	// that no worker gets to the first one meanwhile.
+	for _, args := range []interface{ Kind() string }{workers.CompleterArgs{}, workers.ReaperArgs{}} {
+		first, err := b.svc.App.River.InsertTx(ctx, tx, args, workers.PeriodicInsertOpts())
+		require.NoError(t, err)
+		require.False(t, first.UniqueSkippedAsDuplicate)
+		again, err := b.svc.App.River.InsertTx(ctx, tx, args, workers.PeriodicInsertOpts())
+		require.NoError(t, err)
+		require.True(t, again.UniqueSkippedAsDuplicate, "%s: a second job while one waits", args.Kind())
+		require.Equal(t, first.Job.ID, again.Job.ID)
+	}
+	require.Equal(t, 1, workers.PeriodicInsertOpts().MaxAttempts, "a failed run is not retried: the next period runs it")
+}
+
+func TestCompleterTimeoutsAreConsistent(t *testing.T) {
+	t.Parallel()
+	completer := func(lease time.Duration, cfg workers.CompleterConfig) *workers.CompleterWorker {
+		return &workers.CompleterWorker{Engine: phases.New(nil, phases.Config{LeaseTimeout: lease}), Config: cfg}
+	}
+
+	t.Run("defaults", func(t *testing.T) {
+		t.Parallel()
+		c := completer(90*time.Second, workers.CompleterConfig{})
+		require.Equal(t, 81*time.Second, c.KeyTimeout(), "a resume ends before its lease could be taken over")
+		require.Equal(t, 162*time.Second, c.RunTimeout())
+		require.Equal(t, 192*time.Second, c.Timeout(nil))
+	})
+
+	t.Run("a configured key timeout only shortens", func(t *testing.T) {
+		t.Parallel()
+		require.Equal(t, 10*time.Second, completer(90*time.Second, workers.CompleterConfig{KeyTimeout: 10 * time.Second}).KeyTimeout())
+		require.Equal(t, 81*time.Second, completer(90*time.Second, workers.CompleterConfig{KeyTimeout: time.Hour}).KeyTimeout())
+	})
+
+	t.Run("a run has room for a key", func(t *testing.T) {
+		t.Parallel()
+		c := completer(90*time.Second, workers.CompleterConfig{RunTimeout: time.Second})
+		require.Equal(t, 90*time.Second, c.RunTimeout(), "a key timeout and the lease margin")
+	})
+
+	for _, lease := range []time.Duration{200 * time.Millisecond, time.Second, 90 * time.Second, 10 * time.Minute} {
+		for _, cfg := range []workers.CompleterConfig{{}, {KeyTimeout: time.Second}, {RunTimeout: time.Hour}, {RunTimeout: time.Millisecond}} {
+			c := completer(lease, cfg)
+			require.Less(t, c.KeyTimeout(), lease, "lease %s, %+v", lease, cfg)
+			require.Less(t, c.KeyTimeout(), c.RunTimeout(), "lease %s, %+v", lease, cfg)
+			// River cancels a job at its timeout and rescues it no earlier:
+			// the run must have ended on its own by then.
+			require.Less(t, c.RunTimeout(), c.Timeout(nil), "lease %s, %+v", lease, cfg)
+			require.GreaterOrEqual(t, workers.RescueStuckJobsAfter, workers.ReceiptJobTimeout)
+		}
+	}
+}
+
+func TestCompleterStartsNoKeyItCannotFinishInTime(t *testing.T) {
+	t.Parallel()
+	const lease = time.Second
+	b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, "k1", "k2", "k3")
+	time.Sleep(lease + 50*time.Millisecond)
+
+	var calls atomic.Int32
+	c := *b.completer
+	c.Config = workers.CompleterConfig{MinIdle: time.Millisecond, Backoff: time.Millisecond, Concurrency: 1, RunTimeout: time.Millisecond}
+	workers.SetResumeKey(&c, func(ctx context.Context, id int64) (*phases.Result, error) {
+		calls.Add(1)
+		time.Sleep(c.RunTimeout() - c.KeyTimeout() + 50*time.Millisecond)
+		return b.svc.App.Engine.Resume(ctx, id)
+	})
+	start := time.Now()
+	require.NoError(t, c.Work(context.Background(), nil))
+	require.Less(t, time.Since(start), c.Timeout(nil))
+	require.EqualValues(t, 1, calls.Load(), "after the first key, none could end within the run")
+	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM idempotency_keys WHERE response_code = 201"))
+}
+
+func TestCompleterLogsThroughTheContext(t *testing.T) {
+	t.Parallel()
+	const lease = 200 * time.Millisecond
+	b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, "k")
+	time.Sleep(lease + 50*time.Millisecond)
+	logs := &syncBuffer{}
+	b.completer.Log = zerolog.New(logs).Level(zerolog.DebugLevel)
+
+	_, err := b.completer.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k"))
+
+	// The engine's own lines (zerolog.Ctx) carry the run's fields.
+	var engineLines int
+	for _, line := range logs.lines() {
+		if line["message"] == "phase committed" {
+			engineLines++
+			require.Equal(t, "completer", line["job"])
+			require.NotNil(t, line["idempotency_key_id"])
+		}
+	}
+	require.Positive(t, engineLines, "logs: %v", logs.lines())
+}
