@@ -88,7 +88,7 @@ func classify(err error) failure {
 			p.Detail = detail + " It made payment " + strconv.FormatInt(expired.ResourceID, 10) +
 				" (GET /payments/" + strconv.FormatInt(expired.ResourceID, 10) + "). Send a new key for a new payment."
 		}
-		return failure{p, 0, "key_expired"}
+		return failure{p, 0, metrics.OutcomeKeyExpired}
 	case errors.As(err, &inProgress):
 		return failure{problem.New(problem.IdempotencyKeyInUse,
 			"A request with this idempotency key is still being processed. Retry later with the same key."),

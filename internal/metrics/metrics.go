@@ -28,6 +28,8 @@ const (
 	OutcomeRateLimited = "rate_limited"
 	// OutcomeTooManyUnfinished is the per-user cap on unfinished keys (429).
 	OutcomeTooManyUnfinished = "too_many_unfinished"
+	// OutcomeKeyExpired is a retry of a reaped key (422).
+	OutcomeKeyExpired = "key_expired"
 	// OutcomeNeedsAttention is a key parked for an operator (503).
 	OutcomeNeedsAttention = "needs_attention"
 	// OutcomeInternalError is a bug: an error nothing above knows (500).
@@ -67,7 +69,7 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 		}, []string{"route"}),
 		IdempotencyOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paymentsd_idempotency_outcomes_total",
-			Help: "What became of idempotent requests: created, replayed, in_progress (409), key_reused (422), ambiguous (503), store_error (503), lease_lost (409), rate_limited (429), too_many_unfinished (429), needs_attention (503, parked for an operator), internal_error (500).",
+			Help: "What became of idempotent requests: created, replayed, in_progress (409), key_reused (422), key_expired (422), ambiguous (503), store_error (503), lease_lost (409), rate_limited (429), too_many_unfinished (429), needs_attention (503, parked for an operator), internal_error (500).",
 		}, []string{"outcome"}),
 		PhaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "paymentsd_phase_duration_seconds",
@@ -103,10 +105,10 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 	// before the first event.
 	for _, o := range []string{OutcomeCreated, OutcomeReplayed, OutcomeInProgress, OutcomeKeyReused,
 		OutcomeAmbiguous, OutcomeStoreError, OutcomeLeaseLost, OutcomeRateLimited,
-		OutcomeTooManyUnfinished, OutcomeNeedsAttention, OutcomeInternalError} {
+		OutcomeTooManyUnfinished, OutcomeKeyExpired, OutcomeNeedsAttention, OutcomeInternalError} {
 		m.IdempotencyOutcomes.WithLabelValues(o)
 	}
-	for _, o := range []string{"finished", "already_finished", "in_progress", "ambiguous", "error"} {
+	for _, o := range []string{"finished", "already_finished", "in_progress", "ambiguous", "needs_attention", "error", "panic"} {
 		m.CompleterResumes.WithLabelValues(o)
 	}
 	for _, r := range []string{"adopted", "not_found", "not_charged", "needs_attention"} {
