@@ -15,10 +15,10 @@
 -- its audit record, and move the key to payment_created under the lease.
 BEGIN;
 INSERT INTO idempotency_keys (
-    user_id, idempotency_key, request_method, request_path,
+    user_id, idempotency_key, flow, request_method, request_path,
     request_params, request_fingerprint, lock_token, locked_by, locked_at
 ) VALUES (
-    :u::bigint, 'pgbench-' || :client_id::bigint || '-' || :r::bigint, 'POST', '/payments',
+    :u::bigint, 'pgbench-' || :client_id::bigint || '-' || :r::bigint, 'payment', 'POST', '/payments',
     '{"amount":2000,"currency":"usd","payment_method":"pm_card_visa"}',
     sha256(('pgbench-' || :client_id::bigint || '-' || :r::bigint)::bytea), gen_random_uuid(), NULL, now()
 )

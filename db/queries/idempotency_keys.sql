@@ -22,10 +22,10 @@ WHERE id = @id;
 -- key is followed by an insert whose snapshot sees the tombstone.
 -- name: IdempotencyKeyInsert :one
 INSERT INTO idempotency_keys (
-    user_id, idempotency_key, request_method, request_path,
+    user_id, idempotency_key, flow, request_method, request_path,
     request_params, request_fingerprint, lock_token, locked_by, locked_at
 )
-SELECT @user_id, @idempotency_key, @request_method, @request_path,
+SELECT @user_id, @idempotency_key, @flow, @request_method, @request_path,
        @request_params, @request_fingerprint, @lock_token, sqlc.narg(locked_by), now()
 WHERE (
     SELECT count(*)

@@ -67,6 +67,7 @@ func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
 	res, err := s.engine.Execute(ctx, &phases.Request{
 		UserID:      userID(r.Context()),
 		Key:         key,
+		Flow:        payments.FlowName,
 		Method:      r.Method,
 		Path:        payments.Path,
 		Params:      canonical,

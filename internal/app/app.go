@@ -105,7 +105,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 	}
 	charger := payments.NewCharger(opts.Stripe)
 	receipt := workers.ReceiptEnqueuer(riverClient)
-	engine.Register(payments.Method, payments.Path, payments.NewFlow(pool, namespace, charger, receipt))
+	if err := engine.Register(payments.NewFlow(pool, namespace, charger, receipt)); err != nil {
+		return nil, err
+	}
 
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = engine.LeaseTimeout()

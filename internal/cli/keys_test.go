@@ -32,8 +32,8 @@ func TestKeysListAndResolve(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 	parked := parkedKey(t, conn, "stuck", "Stripe refused key 1: idempotency_error")
-	_, err = conn.Exec(context.Background(), `INSERT INTO idempotency_keys (user_id, idempotency_key, request_method,
-		request_path, request_params, request_fingerprint) VALUES (1, 'young', 'POST', '/payments', '{}', $1)`, make([]byte, 32))
+	_, err = conn.Exec(context.Background(), `INSERT INTO idempotency_keys (user_id, idempotency_key, flow, request_method,
+		request_path, request_params, request_fingerprint) VALUES (1, 'young', 'payment', 'POST', '/payments', '{}', $1)`, make([]byte, 32))
 	require.NoError(t, err)
 
 	lines := listKeys(t, "keys", "list")
@@ -84,9 +84,9 @@ func TestKeysListAndResolve(t *testing.T) {
 func parkedKey(t *testing.T, conn *pgx.Conn, key, why string) int64 {
 	t.Helper()
 	var id int64
-	require.NoError(t, conn.QueryRow(context.Background(), `INSERT INTO idempotency_keys (user_id, idempotency_key,
+	require.NoError(t, conn.QueryRow(context.Background(), `INSERT INTO idempotency_keys (user_id, idempotency_key, flow,
 		request_method, request_path, request_params, request_fingerprint, recovery_point, needs_attention_at, last_error)
-		VALUES (1, $1, 'POST', '/payments', '{}', $2, 'payment_created', now(), $3) RETURNING id`,
+		VALUES (1, $1, 'payment', 'POST', '/payments', '{}', $2, 'payment_created', now(), $3) RETURNING id`,
 		key, make([]byte, 32), why).Scan(&id))
 	_, err := conn.Exec(context.Background(), `INSERT INTO payments (user_id, idempotency_key_id, amount, currency,
 		payment_method) VALUES (1, $1, 2000, 'usd', 'pm_card_visa')`, id)

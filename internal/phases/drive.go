@@ -19,7 +19,7 @@ import (
 // drive runs a key's flow to its end or to the first ambiguous outcome. open
 // takes the lease inside the first transaction, so for a fresh key the
 // reservation commits together with the local steps that follow it.
-func (e *Engine) drive(ctx context.Context, flow Flow, open opener, fresh bool) (*Result, error) {
+func (e *Engine) drive(ctx context.Context, flow *Flow, open opener, fresh bool) (*Result, error) {
 	run := &Run{Fresh: fresh, engine: e, token: uuid.New()}
 	resp, err := e.commitPhase(ctx, flow, run, open, nil)
 	for {
@@ -53,11 +53,11 @@ func (e *Engine) drive(ctx context.Context, flow Flow, open opener, fresh bool) 
 // the run's lease: a call is never started after the lease could have been
 // taken over. On an ambiguous outcome it frees the lease, so the next retry
 // resumes at once; a call that says its key needs attention parks the key.
-func (e *Engine) call(ctx context.Context, flow Flow, run *Run) (any, error) {
+func (e *Engine) call(ctx context.Context, flow *Flow, run *Run) (any, error) {
 	point := run.RecoveryPoint()
 	start := time.Now()
 	callCtx, cancel := context.WithDeadline(ctx, run.leasedAt.Add(e.cfg.LeaseTimeout))
-	called, err := flow[point].Call(callCtx, run)
+	called, err := flow.Steps[point].call(callCtx, run)
 	cancel()
 	e.cfg.Observer.CallDone(point, time.Since(start))
 	var attention *NeedsAttentionError
@@ -129,7 +129,7 @@ func truncate(s string, n int) string {
 // is set), then every following step that has no foreign call, and finally
 // one fenced write of where the key now stands. It stops before a step with a
 // call, and returns the response when the flow finished.
-func (e *Engine) commitPhase(ctx context.Context, flow Flow, run *Run, open opener, called *any) (*Response, error) {
+func (e *Engine) commitPhase(ctx context.Context, flow *Flow, run *Run, open opener, called *any) (*Response, error) {
 	type outcome struct {
 		key   *dbsqlc.IdempotencyKey
 		state any
@@ -148,22 +148,22 @@ func (e *Engine) commitPhase(ctx context.Context, flow Flow, run *Run, open open
 			}
 			key = *k
 		}
-		attempt := &Run{Key: &key, Fresh: run.Fresh, State: run.State, engine: e, token: run.token}
+		attempt := &Run{Key: &key, Fresh: run.Fresh, state: run.state, engine: e, token: run.token}
 		start := attempt.RecoveryPoint()
 		var resp *Response
 		for point := start; point != Finished; point = attempt.RecoveryPoint() {
-			step, ok := flow[point]
+			step, ok := flow.Steps[point]
 			if !ok {
-				return outcome{}, fmt.Errorf("flow has no step at recovery point %q", point)
+				return outcome{}, fmt.Errorf("flow %q has no step at recovery point %q", flow.Name, point)
 			}
 			var result any
-			if step.Call != nil {
+			if step.call != nil {
 				if point != start || called == nil {
 					break // the call must happen outside this transaction
 				}
 				result = *called
 			}
-			t, err := step.Apply(ctx, tx, attempt, result)
+			t, err := step.apply(ctx, tx, attempt, result)
 			if err != nil {
 				return outcome{}, fmt.Errorf("error applying step at %q: %w", point, err)
 			}
@@ -172,12 +172,12 @@ func (e *Engine) commitPhase(ctx context.Context, flow Flow, run *Run, open open
 		if err := e.fence(ctx, tx, attempt, start, open != nil, resp); err != nil {
 			return outcome{}, err
 		}
-		return outcome{key: &key, state: attempt.State, resp: resp}, nil
+		return outcome{key: &key, state: attempt.state, resp: resp}, nil
 	})
 	if err != nil {
 		return nil, db.InterpretError(err)
 	}
-	run.Key, run.State, run.leasedAt = out.key, out.state, leasedAt
+	run.Key, run.state, run.leasedAt = out.key, out.state, leasedAt
 	took := time.Since(start)
 	e.cfg.Observer.PhaseCommitted(run.RecoveryPoint(), took)
 	zerolog.Ctx(ctx).Debug().Int64("idempotency_key_id", run.Key.ID).Str("recovery_point", string(run.RecoveryPoint())).

@@ -58,6 +58,10 @@ type Hooks struct {
 type Request struct {
 	UserID int64
 	Key    string
+	// Flow names the registered flow that serves the request.
+	Flow string
+	// Method and Path are the request's own (path values included), kept
+	// for the operator.
 	Method string
 	Path   string
 	// Params is the canonical request body, stored so that any process can
@@ -79,7 +83,7 @@ type Result struct {
 type Engine struct {
 	pool    *pgxpool.Pool
 	queries *dbsqlc.Queries
-	flows   map[string]Flow
+	flows   map[string]*Flow
 	cfg     Config
 }
 
@@ -97,12 +101,21 @@ func New(pool *pgxpool.Pool, cfg Config) *Engine {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
-	return &Engine{pool: pool, queries: dbsqlc.New(), flows: map[string]Flow{}, cfg: cfg}
+	return &Engine{pool: pool, queries: dbsqlc.New(), flows: map[string]*Flow{}, cfg: cfg}
 }
 
-// Register binds flow to requests with method and path.
-func (e *Engine) Register(method, path string, flow Flow) {
-	e.flows[method+" "+path] = flow
+// Register adds flow under its name. It refuses a malformed flow or a second
+// flow of the same name, so a service with a broken flow does not start.
+// Register every flow before serving.
+func (e *Engine) Register(flow Flow) error {
+	if err := flow.validate(); err != nil {
+		return err
+	}
+	if _, ok := e.flows[flow.Name]; ok {
+		return fmt.Errorf("flow %q is registered already", flow.Name)
+	}
+	e.flows[flow.Name] = &flow
+	return nil
 }
 
 // LeaseTimeout is the configured lease length.
@@ -122,11 +135,11 @@ func (e *Engine) lockedBy() uuid.NullUUID {
 // its lease is stale.
 func errInProgress() error { return &InProgressError{RetryAfter: time.Second} }
 
-// flowFor is the flow registered for method and path.
-func (e *Engine) flowFor(method, path string) (Flow, error) {
-	flow, ok := e.flows[method+" "+path]
+// flowFor is the flow registered under name.
+func (e *Engine) flowFor(name string) (*Flow, error) {
+	flow, ok := e.flows[name]
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %s", ErrUnknownFlow, method, path)
+		return nil, fmt.Errorf("%w: %q", ErrUnknownFlow, name)
 	}
 	return flow, nil
 }
@@ -148,7 +161,7 @@ const maxReads = 3
 // never check-then-insert: it is an INSERT … ON CONFLICT DO NOTHING, or a
 // conditional UPDATE of the lease, each of which decides atomically.
 func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
-	flow, err := e.flowFor(req.Method, req.Path)
+	flow, err := e.flowFor(req.Flow)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +203,7 @@ func (e *Engine) Resume(ctx context.Context, keyID int64) (*Result, error) {
 	if err = db.InterpretError(err); err != nil {
 		return nil, fmt.Errorf("error reading idempotency key: %w", err)
 	}
-	flow, err := e.flowFor(key.RequestMethod, key.RequestPath)
+	flow, err := e.flowFor(key.Flow)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +215,7 @@ func (e *Engine) Resume(ctx context.Context, keyID int64) (*Result, error) {
 }
 
 // resume answers for an existing key with a matching fingerprint.
-func (e *Engine) resume(ctx context.Context, flow Flow, key *dbsqlc.IdempotencyKey) (*Result, error) {
+func (e *Engine) resume(ctx context.Context, flow *Flow, key *dbsqlc.IdempotencyKey) (*Result, error) {
 	if RecoveryPoint(key.RecoveryPoint) == Finished {
 		return replay(key)
 	}
@@ -254,6 +267,7 @@ func (e *Engine) insertKey(req *Request) opener {
 		key, err := e.queries.IdempotencyKeyInsert(ctx, tx, &dbsqlc.IdempotencyKeyInsertParams{
 			UserID:             req.UserID,
 			IdempotencyKey:     req.Key,
+			Flow:               req.Flow,
 			RequestMethod:      req.Method,
 			RequestPath:        req.Path,
 			RequestParams:      req.Params,

@@ -13,7 +13,8 @@ var ErrKeyReused = errors.New("idempotency key reused with a different request")
 // after losing it.
 var ErrLeaseLost = errors.New("idempotency key lease lost to another run")
 
-// ErrUnknownFlow means no flow is registered for the key's method and path.
+// ErrUnknownFlow means no flow is registered under the request's (or the
+// key's) flow name.
 var ErrUnknownFlow = errors.New("no flow for request")
 
 // InProgressError means the key is leased by a live run.

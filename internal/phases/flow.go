@@ -2,6 +2,8 @@ package phases
 
 import (
 	"context"
+	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,23 +22,71 @@ const (
 	Finished RecoveryPoint = "finished"
 )
 
-// Step is one atomic phase.
+// Step is one atomic phase. Build it with Local or Foreign: the engine runs
+// its foreign call, if any, with no transaction open, and its local work in
+// the phase transaction.
 type Step struct {
-	// Call, when set, performs the step's single foreign side effect. The
-	// engine runs it with no transaction open. An error from Call is an
-	// ambiguous outcome: the engine releases the lease without moving the
-	// recovery point and returns ErrAmbiguous, so the next run calls again.
-	// Definite outcomes (a decline, say) are values for Apply to record.
-	Call func(ctx context.Context, run *Run) (any, error)
-
-	// Apply does the step's local work in the phase transaction and says
-	// where the key goes next. It receives what Call returned (nil without a
-	// Call). The engine writes the transition itself, fenced by the lease.
-	Apply func(ctx context.Context, tx pgx.Tx, run *Run, called any) (Transition, error)
+	call  func(ctx context.Context, run *Run) (any, error)
+	apply func(ctx context.Context, tx pgx.Tx, run *Run, called any) (Transition, error)
 }
 
-// Flow maps each recovery point but Finished to the step that leaves it.
-type Flow map[RecoveryPoint]Step
+// Local is a step without a foreign side effect: apply does its work in the
+// phase transaction and says where the key goes next. The engine fuses
+// consecutive local steps into one transaction.
+func Local(apply func(ctx context.Context, tx pgx.Tx, run *Run) (Transition, error)) Step {
+	return Step{apply: func(ctx context.Context, tx pgx.Tx, run *Run, _ any) (Transition, error) {
+		return apply(ctx, tx, run)
+	}}
+}
+
+// Foreign is a step with one foreign side effect. call performs it with no
+// transaction open; an error from call is an ambiguous outcome (the engine
+// releases the lease without moving the recovery point, so the next run
+// calls again), or a *NeedsAttentionError that parks the key. Definite
+// outcomes (a decline, say) are values of T, which apply records in the phase
+// transaction.
+func Foreign[T any](call func(ctx context.Context, run *Run) (T, error),
+	apply func(ctx context.Context, tx pgx.Tx, run *Run, called T) (Transition, error)) Step {
+	return Step{
+		call: func(ctx context.Context, run *Run) (any, error) { return call(ctx, run) },
+		// The engine hands apply exactly what call returned.
+		apply: func(ctx context.Context, tx pgx.Tx, run *Run, called any) (Transition, error) {
+			return apply(ctx, tx, run, called.(T))
+		},
+	}
+}
+
+// Flow is one kind of idempotent request: a stable name, stored on every key
+// it drives (so renaming a route strands nothing), and the step that leaves
+// each recovery point but Finished.
+type Flow struct {
+	Name  string
+	Steps map[RecoveryPoint]Step
+}
+
+// validate refuses a flow the engine could not drive.
+func (f Flow) validate() error {
+	if !validName.MatchString(f.Name) {
+		return fmt.Errorf("flow name %q is not a lowercase identifier", f.Name)
+	}
+	if _, ok := f.Steps[Started]; !ok {
+		return fmt.Errorf("flow %q has no step at %q", f.Name, Started)
+	}
+	for point, step := range f.Steps {
+		switch {
+		case point == Finished:
+			return fmt.Errorf("flow %q has a step at %q", f.Name, Finished)
+		case !validName.MatchString(string(point)):
+			return fmt.Errorf("flow %q: recovery point %q is not a lowercase identifier", f.Name, point)
+		case step.apply == nil:
+			return fmt.Errorf("flow %q: the step at %q was not built with Local or Foreign", f.Name, point)
+		}
+	}
+	return nil
+}
+
+// validName is what the database accepts for flow names and recovery points.
+var validName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
 // Transition is what a step's Apply decides: move to a recovery point, or
 // finish with a response that is stored for replays.
@@ -67,10 +117,9 @@ type Run struct {
 	Key *dbsqlc.IdempotencyKey
 	// Fresh is true for the run that created the key.
 	Fresh bool
-	// State carries what one step hands to the next within this run (a row
-	// it just wrote, say), so a later step need not read it again. A resumed
-	// run starts with none: steps must be able to load what they need.
-	State any
+	// state carries what one step hands to the next within this run (see
+	// Keep and Kept).
+	state any
 
 	engine *Engine
 	token  uuid.UUID
@@ -78,6 +127,17 @@ type Run struct {
 	// that renewed it began): the run starts no call after leasedAt plus
 	// the lease length.
 	leasedAt time.Time
+}
+
+// Keep hands v to the run's later steps (a row a step just wrote, say), so
+// they need not read it again. A resumed run starts with nothing kept: steps
+// must be able to load what they need.
+func Keep[T any](run *Run, v T) { run.state = v }
+
+// Kept is what an earlier step of this run kept, if it is a T.
+func Kept[T any](run *Run) (T, bool) {
+	v, ok := run.state.(T)
+	return v, ok
 }
 
 // RecoveryPoint is where the run stands.

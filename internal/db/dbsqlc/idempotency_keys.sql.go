@@ -126,7 +126,7 @@ func (q *Queries) IdempotencyKeyFinish(ctx context.Context, db DBTX, arg *Idempo
 }
 
 const idempotencyKeyGetByID = `-- name: IdempotencyKeyGetByID :one
-SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error
+SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow
 FROM idempotency_keys
 WHERE id = $1
 `
@@ -155,12 +155,13 @@ func (q *Queries) IdempotencyKeyGetByID(ctx context.Context, db DBTX, id int64) 
 		&i.FinishedAt,
 		&i.NeedsAttentionAt,
 		&i.LastError,
+		&i.Flow,
 	)
 	return &i, err
 }
 
 const idempotencyKeyGetByUserKey = `-- name: IdempotencyKeyGetByUserKey :one
-SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error
+SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow
 FROM idempotency_keys
 WHERE user_id = $1
   AND idempotency_key = $2
@@ -195,17 +196,18 @@ func (q *Queries) IdempotencyKeyGetByUserKey(ctx context.Context, db DBTX, arg *
 		&i.FinishedAt,
 		&i.NeedsAttentionAt,
 		&i.LastError,
+		&i.Flow,
 	)
 	return &i, err
 }
 
 const idempotencyKeyInsert = `-- name: IdempotencyKeyInsert :one
 INSERT INTO idempotency_keys (
-    user_id, idempotency_key, request_method, request_path,
+    user_id, idempotency_key, flow, request_method, request_path,
     request_params, request_fingerprint, lock_token, locked_by, locked_at
 )
-SELECT $1, $2, $3, $4,
-       $5, $6, $7, $8, now()
+SELECT $1, $2, $3, $4, $5,
+       $6, $7, $8, $9, now()
 WHERE (
     SELECT count(*)
     FROM (
@@ -213,9 +215,9 @@ WHERE (
         FROM idempotency_keys
         WHERE user_id = $1
           AND recovery_point <> 'finished'
-        LIMIT $9::int
+        LIMIT $10::int
     ) AS unfinished
-) < $9::int
+) < $10::int
   AND NOT EXISTS (
     SELECT 1
     FROM idempotency_key_tombstones AS t
@@ -223,12 +225,13 @@ WHERE (
       AND t.idempotency_key = $2
 )
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
-RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error
+RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow
 `
 
 type IdempotencyKeyInsertParams struct {
 	UserID             int64
 	IdempotencyKey     string
+	Flow               string
 	RequestMethod      string
 	RequestPath        string
 	RequestParams      []byte
@@ -253,6 +256,7 @@ func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *Idempo
 	row := db.QueryRow(ctx, idempotencyKeyInsert,
 		arg.UserID,
 		arg.IdempotencyKey,
+		arg.Flow,
 		arg.RequestMethod,
 		arg.RequestPath,
 		arg.RequestParams,
@@ -283,6 +287,7 @@ func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *Idempo
 		&i.FinishedAt,
 		&i.NeedsAttentionAt,
 		&i.LastError,
+		&i.Flow,
 	)
 	return &i, err
 }
@@ -299,7 +304,7 @@ WHERE k.id = $3
   AND k.needs_attention_at IS NULL
   AND idempotency_key_lease_is_stale(k.lock_token, k.locked_at, k.locked_by,
         $4::float8, $5::float8)
-RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error
+RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow
 `
 
 type IdempotencyKeyLeaseParams struct {
@@ -344,6 +349,7 @@ func (q *Queries) IdempotencyKeyLease(ctx context.Context, db DBTX, arg *Idempot
 		&i.FinishedAt,
 		&i.NeedsAttentionAt,
 		&i.LastError,
+		&i.Flow,
 	)
 	return &i, err
 }

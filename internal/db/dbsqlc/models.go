@@ -47,6 +47,7 @@ type IdempotencyKey struct {
 	FinishedAt         *time.Time
 	NeedsAttentionAt   *time.Time
 	LastError          *string
+	Flow               string
 }
 
 type IdempotencyKeyTombstone struct {

@@ -30,6 +30,9 @@ const (
 	StatusFailed    = "failed"
 )
 
+// FlowName is the payment flow's name on its keys.
+const FlowName = "payment"
+
 // Method and Path are the request the payment flow serves.
 const (
 	Method = "POST"
@@ -52,15 +55,15 @@ type flow struct {
 // deployment's (see package intent).
 func NewFlow(pool *pgxpool.Pool, namespace uuid.UUID, charger *Charger, receipt EnqueueReceipt) phases.Flow {
 	f := &flow{pool: pool, namespace: namespace, charger: charger, receipt: receipt, queries: dbsqlc.New()}
-	return phases.Flow{
-		phases.Started: {Apply: f.createPayment},
-		PaymentCreated: {Call: f.charge, Apply: f.recordCharge},
-		ChargeCreated:  {Apply: f.finish},
-	}
+	return phases.Flow{Name: FlowName, Steps: map[phases.RecoveryPoint]phases.Step{
+		phases.Started: phases.Local(f.createPayment),
+		PaymentCreated: phases.Foreign(f.charge, f.recordCharge),
+		ChargeCreated:  phases.Local(f.finish),
+	}}
 }
 
 // createPayment inserts the pending payment and its audit record.
-func (f *flow) createPayment(ctx context.Context, tx pgx.Tx, run *phases.Run, _ any) (phases.Transition, error) {
+func (f *flow) createPayment(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
 	var p Params
 	if err := json.Unmarshal(run.Key.RequestParams, &p); err != nil {
 		return phases.Transition{}, fmt.Errorf("error decoding stored request: %w", err)
@@ -77,12 +80,12 @@ func (f *flow) createPayment(ctx context.Context, tx pgx.Tx, run *phases.Run, _ 
 		return phases.Transition{}, fmt.Errorf("error inserting payment: %w", err)
 	}
 	// The query's row is a payment row under another name (a CTE's).
-	run.State = (*dbsqlc.Payment)(row)
+	phases.Keep(run, (*dbsqlc.Payment)(row))
 	return phases.AdvanceTo(PaymentCreated), nil
 }
 
 // charge is the flow's one foreign call.
-func (f *flow) charge(ctx context.Context, run *phases.Run) (any, error) {
+func (f *flow) charge(ctx context.Context, run *phases.Run) (*Charge, error) {
 	payment, err := f.payment(ctx, f.pool, run)
 	if err != nil {
 		return nil, err
@@ -123,7 +126,7 @@ func (p *progress) Spent(ctx context.Context, attempt int) (time.Time, error) {
 			return fmt.Errorf("error recording spent Stripe attempt: %w", db.InterpretError(err))
 		}
 		spentAt = *row.ChargeAttemptSpentAt
-		p.run.State = (*dbsqlc.Payment)(row)
+		phases.Keep(p.run, (*dbsqlc.Payment)(row))
 		return nil
 	})
 	return spentAt, err
@@ -137,15 +140,14 @@ func (p *progress) Next(ctx context.Context, attempt int) error {
 		if err != nil {
 			return fmt.Errorf("error moving to the next Stripe attempt: %w", db.InterpretError(err))
 		}
-		p.run.State = (*dbsqlc.Payment)(row)
+		phases.Keep(p.run, (*dbsqlc.Payment)(row))
 		return nil
 	})
 }
 
 // recordCharge stores the charge's definite outcome. A success moves on; a
 // refusal finishes the key with a problem that is replayed like a success.
-func (f *flow) recordCharge(ctx context.Context, tx pgx.Tx, run *phases.Run, called any) (phases.Transition, error) {
-	charge := called.(*Charge)
+func (f *flow) recordCharge(ctx context.Context, tx pgx.Tx, run *phases.Run, charge *Charge) (phases.Transition, error) {
 	payment, err := f.payment(ctx, tx, run)
 	if err != nil {
 		return phases.Transition{}, err
@@ -162,7 +164,7 @@ func (f *flow) recordCharge(ctx context.Context, tx pgx.Tx, run *phases.Run, cal
 		return phases.Transition{}, fmt.Errorf("error recording charge: %w", err)
 	}
 	payment = (*dbsqlc.Payment)(row)
-	run.State = payment
+	phases.Keep(run, payment)
 	switch {
 	case charge.Succeeded:
 		return phases.AdvanceTo(ChargeCreated), nil
@@ -174,7 +176,7 @@ func (f *flow) recordCharge(ctx context.Context, tx pgx.Tx, run *phases.Run, cal
 }
 
 // finish enqueues the receipt and answers with the created payment.
-func (f *flow) finish(ctx context.Context, tx pgx.Tx, run *phases.Run, _ any) (phases.Transition, error) {
+func (f *flow) finish(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
 	payment, err := f.payment(ctx, tx, run)
 	if err != nil {
 		return phases.Transition{}, err
@@ -188,13 +190,13 @@ func (f *flow) finish(ctx context.Context, tx pgx.Tx, run *phases.Run, _ any) (p
 // payment is the run's payment: handed over by an earlier step of the same
 // run, or read back when the run resumed a key.
 func (f *flow) payment(ctx context.Context, dbtx dbsqlc.DBTX, run *phases.Run) (*dbsqlc.Payment, error) {
-	if p, ok := run.State.(*dbsqlc.Payment); ok {
+	if p, ok := phases.Kept[*dbsqlc.Payment](run); ok {
 		return p, nil
 	}
 	p, err := f.queries.PaymentGetByIdempotencyKeyID(ctx, dbtx, &run.Key.ID)
 	if err != nil {
 		return nil, fmt.Errorf("error loading payment of idempotency key %d: %w", run.Key.ID, db.InterpretError(err))
 	}
-	run.State = p
+	phases.Keep(run, p)
 	return p, nil
 }

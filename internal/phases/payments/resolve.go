@@ -118,8 +118,8 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 // paymentOfKey is the payment a parked key made; only payment keys are
 // settled here.
 func paymentOfKey(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*dbsqlc.Payment, error) {
-	if key.RequestMethod != Method || key.RequestPath != Path {
-		return nil, fmt.Errorf("%w: key %d is a %s %s, not a payment", ErrResolutionRefused, key.ID, key.RequestMethod, key.RequestPath)
+	if key.Flow != FlowName {
+		return nil, fmt.Errorf("%w: key %d is a %s (%s %s), not a payment", ErrResolutionRefused, key.ID, key.Flow, key.RequestMethod, key.RequestPath)
 	}
 	p, err := dbsqlc.New().PaymentGetByIdempotencyKeyID(ctx, tx, &key.ID)
 	if err = db.InterpretError(err); err != nil {
