@@ -155,7 +155,7 @@ func TestCapOnUnfinishedKeys(t *testing.T) {
 	capped := svc.PostPayment(t, apiKey, "u3", visa)
 	requireProblem(t, capped, http.StatusTooManyRequests, "too-many-unfinished-keys")
 	require.Contains(t, string(svc.Do(t, http.MethodGet, "/metrics", "").Body),
-		`paymentsd_idempotency_outcomes_total{outcome="too_many_unfinished"} 1`)
+		`paymentsd_idempotency_outcomes_total{flow="payment",outcome="too_many_unfinished"} 1`)
 	require.Equal(t, http.StatusCreated, svc.PostPayment(t, other, "u3", visa).Status)
 
 	// Finishing one of the unfinished keys makes room.

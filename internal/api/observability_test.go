@@ -48,10 +48,10 @@ func TestMetricsExposeOutcomes(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.Status)
 	body := string(resp.Body)
 	for _, want := range []string{
-		`paymentsd_idempotency_outcomes_total{outcome="created"} 1`,
-		`paymentsd_idempotency_outcomes_total{outcome="replayed"} 1`,
-		`paymentsd_idempotency_outcomes_total{outcome="key_reused"} 1`,
-		`paymentsd_idempotency_outcomes_total{outcome="ambiguous"} 1`,
+		`paymentsd_idempotency_outcomes_total{flow="payment",outcome="created"} 1`,
+		`paymentsd_idempotency_outcomes_total{flow="payment",outcome="replayed"} 1`,
+		`paymentsd_idempotency_outcomes_total{flow="payment",outcome="key_reused"} 1`,
+		`paymentsd_idempotency_outcomes_total{flow="payment",outcome="ambiguous"} 1`,
 		`paymentsd_http_requests_total{method="POST",route="/payments",status="201"} 2`,
 		`paymentsd_phase_duration_seconds_count{kind="call",recovery_point="payment_created"} 2`,
 		`paymentsd_phase_duration_seconds_count{kind="tx",recovery_point="finished"} 1`,

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -30,7 +31,8 @@ type Config struct {
 
 // Server holds what the handlers share.
 type Server struct {
-	pool    *pgxpool.Pool
+	endpoints []*Endpoint
+	pool      *pgxpool.Pool
 	engine  *phases.Engine
 	metrics *metrics.Metrics
 	auth    *authCache
@@ -39,15 +41,26 @@ type Server struct {
 	cfg     Config
 }
 
-// NewServer returns the API over pool and engine.
-func NewServer(pool *pgxpool.Pool, engine *phases.Engine, m *metrics.Metrics, log zerolog.Logger, cfg Config) *Server {
+// NewServer returns the API over pool and engine, serving the idempotent
+// endpoints given: each one's flow is registered with the engine here, so a
+// malformed or duplicate flow stops the service from starting.
+func NewServer(pool *pgxpool.Pool, engine *phases.Engine, m *metrics.Metrics, log zerolog.Logger, cfg Config,
+	endpoints ...Endpoint) (*Server, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = time.Minute
 	}
-	return &Server{
+	s := &Server{
 		pool: pool, engine: engine, metrics: m, queries: dbsqlc.New(), log: log, cfg: cfg,
 		auth: newAuthCache(cfg.AuthCacheTTL, 10_000),
 	}
+	for _, ep := range endpoints {
+		if err := engine.Register(ep.Flow); err != nil {
+			return nil, fmt.Errorf("error mounting %s %s: %w", ep.Method, ep.Pattern, err)
+		}
+		m.StartFlow(ep.Flow.Name)
+		s.endpoints = append(s.endpoints, &ep)
+	}
+	return s, nil
 }
 
 // Handler is the router with every route and middleware.
@@ -71,7 +84,11 @@ func (s *Server) Handler() http.Handler {
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
-		r.Post(payments.Path, s.createPayment)
+		for _, ep := range s.endpoints {
+			r.Method(ep.Method, ep.Pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				s.serveIdempotent(ep, w, r)
+			}))
+		}
 		r.Get(payments.Path+"/{id}", s.getPayment)
 	})
 	return r

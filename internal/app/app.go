@@ -105,9 +105,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 	}
 	charger := payments.NewCharger(opts.Stripe)
 	receipt := workers.ReceiptEnqueuer(riverClient)
-	if err := engine.Register(payments.NewFlow(pool, namespace, charger, receipt)); err != nil {
-		return nil, err
-	}
+	endpoints := []api.Endpoint{{
+		Method: payments.Method, Pattern: payments.Path, Noun: "payment",
+		Flow:   payments.NewFlow(pool, namespace, charger, receipt),
+		Decode: payments.Decode,
+	}}
 
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = engine.LeaseTimeout()
@@ -118,10 +120,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 	if opts.AuthCacheTTL == 0 {
 		opts.AuthCacheTTL = 10 * time.Second
 	}
-	server := api.NewServer(pool, engine, m, opts.Logger, api.Config{
+	server, err := api.NewServer(pool, engine, m, opts.Logger, api.Config{
 		RequestTimeout: opts.RequestTimeout,
 		AuthCacheTTL:   opts.AuthCacheTTL,
-	})
+	}, endpoints...)
+	if err != nil {
+		return nil, err
+	}
 	return &App{
 		Pool:       pool,
 		Engine:     engine,

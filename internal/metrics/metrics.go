@@ -69,8 +69,8 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 		}, []string{"route"}),
 		IdempotencyOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paymentsd_idempotency_outcomes_total",
-			Help: "What became of idempotent requests: created, replayed, in_progress (409), key_reused (422), key_expired (422), ambiguous (503), store_error (503), lease_lost (409), rate_limited (429), too_many_unfinished (429), needs_attention (503, parked for an operator), internal_error (500).",
-		}, []string{"outcome"}),
+			Help: "What became of idempotent requests, by flow: created, replayed, in_progress (409), key_reused (422), key_expired (422), ambiguous (503), store_error (503), lease_lost (409), rate_limited (429), too_many_unfinished (429), needs_attention (503, parked for an operator), internal_error (500).",
+		}, []string{"flow", "outcome"}),
 		PhaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "paymentsd_phase_duration_seconds",
 			Help:    "Duration of atomic phases: kind=tx for a phase transaction (labelled with the recovery point it reached), kind=call for a foreign call (labelled with the point it leaves).",
@@ -103,11 +103,6 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 		&keyCollector{pool: pool, reconcileAfter: reconcileAfter})
 	// Start every known series at zero, so dashboards and alerts see it
 	// before the first event.
-	for _, o := range []string{OutcomeCreated, OutcomeReplayed, OutcomeInProgress, OutcomeKeyReused,
-		OutcomeAmbiguous, OutcomeStoreError, OutcomeLeaseLost, OutcomeRateLimited,
-		OutcomeTooManyUnfinished, OutcomeKeyExpired, OutcomeNeedsAttention, OutcomeInternalError} {
-		m.IdempotencyOutcomes.WithLabelValues(o)
-	}
 	for _, o := range []string{"finished", "already_finished", "in_progress", "ambiguous", "needs_attention", "error", "panic"} {
 		m.CompleterResumes.WithLabelValues(o)
 	}
@@ -115,6 +110,15 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 		m.Reconciliations.WithLabelValues(r)
 	}
 	return m
+}
+
+// StartFlow starts the outcome series of a flow at zero.
+func (m *Metrics) StartFlow(flow string) {
+	for _, o := range []string{OutcomeCreated, OutcomeReplayed, OutcomeInProgress, OutcomeKeyReused,
+		OutcomeAmbiguous, OutcomeStoreError, OutcomeLeaseLost, OutcomeRateLimited,
+		OutcomeTooManyUnfinished, OutcomeKeyExpired, OutcomeNeedsAttention, OutcomeInternalError} {
+		m.IdempotencyOutcomes.WithLabelValues(flow, o)
+	}
 }
 
 // Handler serves the registry in the Prometheus exposition format.

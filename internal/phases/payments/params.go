@@ -47,6 +47,16 @@ func (p *Params) Canonical() []byte {
 // keeps a card number typed into the field from ever being stored.
 var paymentMethodPattern = regexp.MustCompile(`^pm_[A-Za-z0-9_]+$`)
 
+// Decode decodes a payment request for the API: its canonical params, or
+// what is wrong with the body. A payment has no path values.
+func Decode(body []byte, _ func(string) string) ([]byte, []problem.FieldError) {
+	p, errs := DecodeParams(body)
+	if errs != nil {
+		return nil, errs
+	}
+	return p.Canonical(), nil
+}
+
 // DecodeParams decodes and validates a payment request body strictly: one
 // JSON object, each known member at most once and of the right type, no
 // unknown members, valid UTF-8, nothing after the object. It answers every

@@ -1,0 +1,170 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/paymentsd/paymentsd/internal/idempotency"
+	"github.com/paymentsd/paymentsd/internal/metrics"
+	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/problem"
+)
+
+// MaxBodyBytes is the largest request body accepted.
+const MaxBodyBytes = 1 << 20
+
+// Endpoint declares one idempotent operation. Mounted once, it registers its
+// flow with the engine and its route with the router, and every request to
+// it takes the same path: key, body, decode, fingerprint, execute, answer.
+// A new idempotent endpoint is an Endpoint value, a flow and its queries.
+type Endpoint struct {
+	// Method and Pattern route the requests (a chi pattern, such as
+	// "/payments/{id}/refunds").
+	Method, Pattern string
+	// Flow drives each request's key.
+	Flow phases.Flow
+	// Noun names what a body describes, for the 400 answer ("payment").
+	Noun string
+	// Decode validates the body and the path values (pathValue returns one
+	// by name) and returns the request as the flow will read it back: the
+	// canonical params, path values included, which the fingerprint covers
+	// and the key row stores. Field errors answer 400 and store nothing, so
+	// a corrected retry with the same key proceeds.
+	Decode func(body []byte, pathValue func(string) string) (params []byte, errs []problem.FieldError)
+	// Admit, when set, refuses a decoded request before its key is
+	// reserved (a resource the caller may not act on, say); the problem is
+	// answered and nothing is stored.
+	Admit func(ctx context.Context, userID int64, params []byte) *problem.Problem
+}
+
+// serveIdempotent answers one request to ep. Everything that can be refused
+// without the engine is refused before the key is reserved.
+func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Request) {
+	key, err := idempotency.ParseKey(r.Header.Values(idempotency.Header))
+	if err != nil {
+		kind := problem.IdempotencyKeyInvalid
+		if errors.Is(err, idempotency.ErrMissing) {
+			kind = problem.IdempotencyKeyMissing
+		}
+		writeProblem(w, problem.New(kind, err.Error()))
+		return
+	}
+	zerolog.Ctx(r.Context()).UpdateContext(func(c zerolog.Context) zerolog.Context {
+		return c.Str("idempotency_key", key).Str("flow", ep.Flow.Name)
+	})
+
+	body, ok := readJSONBody(w, r)
+	if !ok {
+		return
+	}
+	params, errs := ep.Decode(body, func(name string) string { return chi.URLParam(r, name) })
+	if errs != nil {
+		p := problem.New(problem.InvalidRequest, "The request is not a valid "+ep.Noun+".")
+		p.Errors = errs
+		writeProblem(w, p)
+		return
+	}
+	// The fingerprint covers the request as decoded, not as written: a null
+	// optional member and a member left out are one request, and so are
+	// /payments/42 and /payments/042. Path values are in params, so one key
+	// sent to two resources is two requests.
+	canonical, fingerprint, err := idempotency.Fingerprint(r.Method, ep.Pattern, params)
+	if err != nil { // Decode produced it, so it is JSON; keep the guard
+		writeProblem(w, problem.New(problem.InvalidRequest, "The request body is not valid JSON."))
+		return
+	}
+	user := userID(r.Context())
+	if ep.Admit != nil {
+		if p := ep.Admit(r.Context(), user, canonical); p != nil {
+			writeProblem(w, p)
+			return
+		}
+	}
+
+	// Once the key is reserved the request must run to a recorded outcome
+	// even if the client hangs up: detach from its cancellation, bounded.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.engine.Execute(ctx, &phases.Request{
+		UserID:      user,
+		Key:         key,
+		Flow:        ep.Flow.Name,
+		Method:      r.Method,
+		Path:        r.URL.Path,
+		Params:      canonical,
+		Fingerprint: fingerprint,
+	})
+	logRecoveryPoint(r, res, err)
+	outcomes := s.metrics.IdempotencyOutcomes.MustCurryWith(map[string]string{"flow": ep.Flow.Name})
+	if err != nil {
+		f := classify(err)
+		outcomes.WithLabelValues(f.outcome).Inc()
+		f.write(w, r, err)
+		return
+	}
+	outcome := metrics.OutcomeCreated
+	if res.Replayed {
+		outcome = metrics.OutcomeReplayed
+	}
+	outcomes.WithLabelValues(outcome).Inc()
+	writeStored(w, res)
+}
+
+// logRecoveryPoint adds to the access line how far the request got.
+func logRecoveryPoint(r *http.Request, res *phases.Result, err error) {
+	point := ""
+	var ambiguous *phases.AmbiguousError
+	switch {
+	case err == nil:
+		point = string(phases.Finished)
+	case errors.As(err, &ambiguous):
+		point = string(ambiguous.Point)
+	default:
+		return
+	}
+	zerolog.Ctx(r.Context()).UpdateContext(func(c zerolog.Context) zerolog.Context {
+		return c.Str("recovery_point", point)
+	})
+}
+
+// writeStored sends a stored response exactly as it was stored.
+func writeStored(w http.ResponseWriter, res *phases.Result) {
+	h := w.Header()
+	for name, value := range res.Response.Headers {
+		h.Set(name, value)
+	}
+	if res.Replayed {
+		h.Set("Idempotent-Replayed", "true")
+	}
+	w.WriteHeader(res.Response.Status)
+	_, _ = w.Write(res.Response.Body)
+}
+
+// readJSONBody checks the media type and reads a body of at most
+// MaxBodyBytes. On failure it has answered and returns false.
+func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	charset, hasCharset := params["charset"]
+	if err != nil || mediaType != "application/json" || (hasCharset && !strings.EqualFold(charset, "utf-8")) {
+		writeProblem(w, problem.New(problem.UnsupportedMediaType, "Send the body as Content-Type: application/json (UTF-8)."))
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeProblem(w, problem.New(problem.RequestTooLarge, "The request body is larger than 1 MiB."))
+		} else {
+			writeProblem(w, problem.New(problem.InvalidRequest, "The request body could not be read."))
+		}
+		return nil, false
+	}
+	return body, true
+}
