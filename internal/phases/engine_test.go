@@ -1,0 +1,414 @@
+package phases_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paymentsd/paymentsd/internal/api"
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/testutil"
+)
+
+// The engine on its own, driving a toy flow that is neither payments nor
+// refunds: a "shipment" that books a slot locally, calls a courier, calls an
+// insurer, and records a label locally. Each test builds the flow's shape it
+// needs from these parts.
+
+// courier is the foreign party: it counts calls and fails on demand.
+type courier struct {
+	calls atomic.Int64
+	fail  atomic.Int64 // the next fail calls answer errCourier
+}
+
+var errCourier = errors.New("courier unreachable")
+
+func (c *courier) call(_ context.Context, run *phases.Run) (string, error) {
+	n := c.calls.Add(1)
+	if c.fail.Load() > 0 {
+		c.fail.Add(-1)
+		return "", errCourier
+	}
+	return "booking-" + strconv.FormatInt(run.Key.ID, 10) + "-" + strconv.FormatInt(n, 10), nil
+}
+
+// commits counts phase commits through the engine's observer.
+type commits struct {
+	n        atomic.Int64
+	takeover atomic.Int64
+	parked   atomic.Int64
+}
+
+func (c *commits) PhaseCommitted(phases.RecoveryPoint, time.Duration) { c.n.Add(1) }
+func (c *commits) CallDone(phases.RecoveryPoint, time.Duration)       {}
+func (c *commits) LeaseTakenOver()                                    { c.takeover.Add(1) }
+func (c *commits) NeedsAttention()                                    { c.parked.Add(1) }
+
+type bundle struct {
+	pool    *pgxpool.Pool
+	engine  *phases.Engine
+	courier *courier
+	commits *commits
+	userID  int64
+}
+
+// setup gives each test its own database, a user and an engine whose flows
+// the test registers.
+func setup(t *testing.T, cfg phases.Config) *bundle {
+	t.Helper()
+	pool := testutil.NewDB(t)
+	_, err := pool.Exec(context.Background(), `CREATE TABLE shipment_log (key_id bigint, step text, note text)`)
+	require.NoError(t, err)
+	user, err := dbsqlc.New().UserInsert(context.Background(), pool, &dbsqlc.UserInsertParams{
+		Email: "toy@example.com", ApiKeyHash: api.HashAPIKey(api.NewAPIKey()),
+	})
+	require.NoError(t, err)
+	b := &bundle{pool: pool, courier: &courier{}, commits: &commits{}, userID: user.ID}
+	cfg.Observer = b.commits
+	b.engine = phases.New(pool, cfg)
+	return b
+}
+
+// logStep is a local step that writes one row and moves to next.
+func logStep(name string, next phases.RecoveryPoint) phases.Step {
+	return phases.Local(func(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
+		_, err := tx.Exec(ctx, `INSERT INTO shipment_log VALUES ($1, $2, '')`, run.Key.ID, name)
+		return phases.AdvanceTo(next), err
+	})
+}
+
+// callStep calls the courier and records its answer, then moves to next.
+func (b *bundle) callStep(name string, next phases.RecoveryPoint) phases.Step {
+	return phases.Foreign(b.courier.call, func(ctx context.Context, tx pgx.Tx, run *phases.Run, booking string) (phases.Transition, error) {
+		_, err := tx.Exec(ctx, `INSERT INTO shipment_log VALUES ($1, $2, $3)`, run.Key.ID, name, booking)
+		return phases.AdvanceTo(next), err
+	})
+}
+
+// finish answers 201 with the key id.
+var finish = phases.Local(func(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
+	return phases.FinishWith(&phases.Response{Status: 201, Body: []byte(`{"key":` + strconv.FormatInt(run.Key.ID, 10) + `}`)}), nil
+})
+
+func (b *bundle) request(key string) *phases.Request {
+	sum := sha256.Sum256([]byte(key))
+	return &phases.Request{UserID: b.userID, Key: key, Flow: "shipment", Method: "POST", Path: "/shipments",
+		Params: []byte(`{}`), Fingerprint: sum[:]}
+}
+
+func (b *bundle) steps(t *testing.T, key string) []string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(),
+		`SELECT l.step FROM shipment_log l JOIN idempotency_keys k ON k.id = l.key_id WHERE k.idempotency_key = $1`, key)
+	require.NoError(t, err)
+	steps, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return steps
+}
+
+func (b *bundle) point(t *testing.T, key string) string {
+	t.Helper()
+	var point string
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT recovery_point FROM idempotency_keys WHERE idempotency_key = $1`, key).Scan(&point))
+	return point
+}
+
+func TestLocalStepsFuseAroundOneCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t, phases.Config{})
+	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+		phases.Started: logStep("slot", "slot_booked"),
+		"slot_booked":  logStep("packed", "packed"),
+		"packed":       b.callStep("courier", "shipped"),
+		"shipped":      finish,
+	}}))
+	res, err := b.engine.Execute(context.Background(), b.request("k"))
+	require.NoError(t, err)
+	require.Equal(t, 201, res.Response.Status)
+	require.EqualValues(t, 2, b.commits.n.Load(), "{reserve, slot, packed} and {courier, finish}")
+	require.EqualValues(t, 1, b.courier.calls.Load())
+	require.Equal(t, []string{"slot", "packed", "courier"}, b.steps(t, "k"))
+
+	again, err := b.engine.Execute(context.Background(), b.request("k"))
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, res.Response.Body, again.Response.Body)
+	require.EqualValues(t, 1, b.courier.calls.Load())
+}
+
+func TestTwoCallsInARowAndACallAtTheStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, phases.Config{})
+	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+		phases.Started: b.callStep("courier", "booked"),
+		"booked":       b.callStep("insurer", "insured"),
+		"insured":      finish,
+	}}))
+	res, err := b.engine.Execute(context.Background(), b.request("k"))
+	require.NoError(t, err)
+	require.Equal(t, 201, res.Response.Status)
+	require.EqualValues(t, 3, b.commits.n.Load(), "{reserve}, {courier}, {insurer, finish}")
+	require.EqualValues(t, 2, b.courier.calls.Load())
+	require.Equal(t, []string{"courier", "insurer"}, b.steps(t, "k"))
+}
+
+func TestAmbiguousCallKeepsThePointAndTheNextRunCallsAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, phases.Config{})
+	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+		phases.Started: logStep("slot", "slot_booked"),
+		"slot_booked":  b.callStep("courier", "shipped"),
+		"shipped":      finish,
+	}}))
+	b.courier.fail.Store(1)
+	_, err := b.engine.Execute(context.Background(), b.request("k"))
+	var ambiguous *phases.AmbiguousError
+	require.ErrorAs(t, err, &ambiguous)
+	require.ErrorIs(t, err, errCourier)
+	require.Equal(t, phases.RecoveryPoint("slot_booked"), ambiguous.Point)
+	require.Equal(t, "slot_booked", b.point(t, "k"))
+	var leased bool
+	var lastError string
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT lock_token IS NOT NULL, last_error FROM idempotency_keys`).Scan(&leased, &lastError))
+	require.False(t, leased, "the lease is released, so a retry resumes at once")
+	require.Contains(t, lastError, "courier unreachable")
+
+	res, err := b.engine.Execute(context.Background(), b.request("k"))
+	require.NoError(t, err)
+	require.False(t, res.Replayed)
+	require.EqualValues(t, 2, b.courier.calls.Load())
+	require.Equal(t, []string{"slot", "courier"}, b.steps(t, "k"), "the local step ran once")
+}
+
+func TestResumeFromEachRecoveryPoint(t *testing.T) {
+	t.Parallel()
+	// The flow commits at slot_booked and at finished: the courier's record
+	// fuses with the label and the finish.
+	for _, crashAt := range []phases.RecoveryPoint{phases.Started, "slot_booked", phases.Finished} {
+		t.Run(string(crashAt), func(t *testing.T) {
+			t.Parallel()
+			var crashed atomic.Bool
+			errCrash := errors.New("crash")
+			hooks := phases.Hooks{AfterCommit: func(_ context.Context, at phases.RecoveryPoint) error {
+				if at == crashAt && crashed.CompareAndSwap(false, true) {
+					return errCrash
+				}
+				return nil
+			}}
+			if crashAt == phases.Started {
+				// Nothing commits at started in this flow: crash after the
+				// call instead, before its result is recorded.
+				hooks = phases.Hooks{AfterCall: func(context.Context, phases.RecoveryPoint) error {
+					if crashed.CompareAndSwap(false, true) {
+						return errCrash
+					}
+					return nil
+				}}
+			}
+			b := setup(t, phases.Config{Hooks: hooks, LeaseTimeout: time.Hour})
+			require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+				phases.Started: logStep("slot", "slot_booked"),
+				"slot_booked":  b.callStep("courier", "shipped"),
+				"shipped":      logStep("label", "labelled"),
+				"labelled":     finish,
+			}}))
+			_, err := b.engine.Execute(context.Background(), b.request("k"))
+			require.ErrorIs(t, err, errCrash)
+			var id int64
+			require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT id FROM idempotency_keys`).Scan(&id))
+
+			// The dead run still holds its hour-long lease: free it as an
+			// instance's death would, then resume without a client.
+			_, err = b.pool.Exec(context.Background(),
+				`UPDATE idempotency_keys SET locked_at = now() - interval '2 hours' WHERE lock_token IS NOT NULL`)
+			require.NoError(t, err)
+			res, err := b.engine.Resume(context.Background(), id)
+			require.NoError(t, err)
+			require.Equal(t, 201, res.Response.Status)
+			require.Equal(t, []string{"slot", "courier", "label"}, b.steps(t, "k"), "each step's work committed once")
+			calls := 1
+			if crashAt == phases.Started {
+				calls = 2 // the lost call is made again, under the same key, for the party to deduplicate
+			}
+			require.EqualValues(t, calls, b.courier.calls.Load())
+			if crashAt == phases.Finished {
+				require.True(t, res.Replayed)
+				require.Zero(t, b.commits.takeover.Load())
+			} else {
+				require.False(t, res.Replayed)
+				require.EqualValues(t, 1, b.commits.takeover.Load())
+			}
+		})
+	}
+}
+
+func TestARunThatLostItsLeaseWritesNothing(t *testing.T) {
+	t.Parallel()
+	const lease = 300 * time.Millisecond
+	release := make(chan struct{})
+	var stalled atomic.Bool
+	b := setup(t, phases.Config{LeaseTimeout: lease, Hooks: phases.Hooks{
+		AfterCall: func(context.Context, phases.RecoveryPoint) error {
+			if stalled.CompareAndSwap(false, true) {
+				<-release
+			}
+			return nil
+		}}})
+	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+		phases.Started: logStep("slot", "slot_booked"),
+		"slot_booked":  b.callStep("courier", "shipped"),
+		"shipped":      finish,
+	}}))
+	first := make(chan error, 1)
+	go func() {
+		_, err := b.engine.Execute(context.Background(), b.request("k"))
+		first <- err
+	}()
+	require.Eventually(t, stalled.Load, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(lease + 100*time.Millisecond)
+
+	res, err := b.engine.Execute(context.Background(), b.request("k"))
+	require.NoError(t, err, "the stale lease is taken over")
+	require.Equal(t, 201, res.Response.Status)
+	require.EqualValues(t, 1, b.commits.takeover.Load())
+	close(release)
+	require.ErrorIs(t, <-first, phases.ErrLeaseLost)
+	require.Equal(t, []string{"slot", "courier"}, b.steps(t, "k"), "the stale run recorded nothing")
+}
+
+func TestConcurrentRunsOfOneKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, phases.Config{})
+	gate := make(chan struct{})
+	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+		phases.Started: phases.Foreign(func(ctx context.Context, run *phases.Run) (string, error) {
+			<-gate
+			return b.courier.call(ctx, run)
+		}, func(context.Context, pgx.Tx, *phases.Run, string) (phases.Transition, error) {
+			return phases.AdvanceTo("shipped"), nil
+		}),
+		"shipped": finish,
+	}}))
+	const n = 8
+	var (
+		wg         sync.WaitGroup
+		created    atomic.Int64
+		inProgress atomic.Int64
+	)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := b.engine.Execute(context.Background(), b.request("k"))
+			var busy *phases.InProgressError
+			switch {
+			case err == nil && !res.Replayed:
+				created.Add(1)
+			case errors.As(err, &busy):
+				inProgress.Add(1)
+			default:
+				t.Errorf("unexpected: %v %v", res, err)
+			}
+		}()
+	}
+	// Let every racer reach the key before the winner's call returns.
+	require.Eventually(t, func() bool { return inProgress.Load() == n-1 }, 5*time.Second, 5*time.Millisecond)
+	close(gate)
+	wg.Wait()
+	require.EqualValues(t, 1, created.Load())
+	require.EqualValues(t, 1, b.courier.calls.Load())
+}
+
+func TestATransactionRetryRunsApplyAgainOnTheCommittedState(t *testing.T) {
+	t.Parallel()
+	b := setup(t, phases.Config{})
+	var applies atomic.Int64
+	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+		phases.Started: logStep("slot", "slot_booked"),
+		"slot_booked": phases.Local(func(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
+			if _, err := tx.Exec(ctx, `INSERT INTO shipment_log VALUES ($1, 'packed', '')`, run.Key.ID); err != nil {
+				return phases.Transition{}, err
+			}
+			if applies.Add(1) == 1 {
+				// As Postgres aborts a transaction it cannot serialize.
+				return phases.Transition{}, &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
+			}
+			return phases.AdvanceTo("packed"), nil
+		}),
+		"packed": finish,
+	}}))
+	res, err := b.engine.Execute(context.Background(), b.request("k"))
+	require.NoError(t, err)
+	require.Equal(t, 201, res.Response.Status)
+	require.EqualValues(t, 2, applies.Load(), "the whole transaction ran again")
+	require.Equal(t, []string{"slot", "packed"}, b.steps(t, "k"), "the first try's writes rolled back")
+	require.EqualValues(t, 1, b.commits.n.Load())
+}
+
+func TestAParkedKeyWaitsForItsSettlement(t *testing.T) {
+	t.Parallel()
+	b := setup(t, phases.Config{})
+	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+		phases.Started: phases.Foreign(func(context.Context, *phases.Run) (string, error) {
+			return "", phases.NeedsAttention("the courier lost the parcel")
+		}, func(context.Context, pgx.Tx, *phases.Run, string) (phases.Transition, error) {
+			return phases.AdvanceTo("shipped"), nil
+		}),
+		"shipped": finish,
+	}}))
+	_, err := b.engine.Execute(context.Background(), b.request("k"))
+	var parked *phases.NeedsAttentionError
+	require.ErrorAs(t, err, &parked)
+	require.EqualValues(t, 1, b.commits.parked.Load())
+
+	_, err = b.engine.Execute(context.Background(), b.request("k"))
+	require.ErrorAs(t, err, &parked, "never run again automatically")
+	require.Equal(t, "the courier lost the parcel", parked.Reason)
+	require.False(t, parked.Since.IsZero())
+
+	var id int64
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT id FROM idempotency_keys`).Scan(&id))
+	_, err = b.engine.Settle(context.Background(), id+1, nil)
+	require.ErrorIs(t, err, phases.ErrNotAwaitingOperator)
+	settled, err := b.engine.Settle(context.Background(), id, func(context.Context, pgx.Tx, *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+		return &phases.Response{Status: 410, Body: []byte(`{"lost":true}`)}, nil
+	})
+	require.NoError(t, err)
+	res, err := b.engine.Execute(context.Background(), b.request("k"))
+	require.NoError(t, err)
+	require.True(t, res.Replayed)
+	require.Equal(t, settled.Body, res.Response.Body)
+}
+
+func TestRegisterRefusesAFlowItCouldNotDrive(t *testing.T) {
+	t.Parallel()
+	b := setup(t, phases.Config{})
+	good := map[phases.RecoveryPoint]phases.Step{phases.Started: finish}
+	for name, flow := range map[string]phases.Flow{
+		"bad name":       {Name: "Shipment!", Steps: good},
+		"no start":       {Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{"packed": finish}},
+		"finished step":  {Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{phases.Started: finish, phases.Finished: finish}},
+		"bare step":      {Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{phases.Started: {}}},
+		"bad point name": {Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{phases.Started: finish, "Packed Up": finish}},
+	} {
+		require.Error(t, b.engine.Register(flow), name)
+	}
+	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: good}))
+	require.ErrorContains(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: good}), "registered already")
+
+	_, err := b.engine.Execute(context.Background(), &phases.Request{UserID: b.userID, Key: "x", Flow: "parcel"})
+	require.ErrorIs(t, err, phases.ErrUnknownFlow)
+}
