@@ -90,7 +90,7 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 		}, []string{"outcome"}),
 		Reconciliations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paymentsd_reconciliations_total",
-			Help: "Lookups of a PaymentIntent by metadata after an unknown outcome, by result: adopted, not_found (a new attempt key may follow), not_charged (proven at the end of Stripe's window), needs_attention (handed to an operator).",
+			Help: "Lookups of a PaymentIntent by metadata after an unknown outcome, by result: adopted, not_found (a new attempt key may follow), not_created (nothing created, proven at the end of Stripe's window), needs_attention (handed to an operator).",
 		}, []string{"result"}),
 		ReapedKeys: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "paymentsd_reaped_keys_total",
@@ -106,7 +106,7 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 	for _, o := range []string{"finished", "already_finished", "in_progress", "ambiguous", "needs_attention", "error", "panic"} {
 		m.CompleterResumes.WithLabelValues(o)
 	}
-	for _, r := range []string{"adopted", "not_found", "not_charged", "needs_attention"} {
+	for _, r := range []string{"adopted", "not_found", "not_created", "needs_attention"} {
 		m.Reconciliations.WithLabelValues(r)
 	}
 	return m

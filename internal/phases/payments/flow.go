@@ -14,6 +14,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/stripeonce"
 )
 
 // The payment flow's own recovery points, between phases.Started and
@@ -96,10 +97,12 @@ func (f *flow) charge(ctx context.Context, run *phases.Run) (*Charge, error) {
 		Currency:      payment.Currency,
 		PaymentMethod: payment.PaymentMethod,
 		Description:   payment.Description,
-		KeyCreatedAt:  run.Key.CreatedAt,
-		Attempt:       int(payment.ChargeAttempt),
-		SpentAt:       payment.ChargeAttemptSpentAt,
-		Progress:      &progress{flow: f, run: run, paymentID: payment.ID},
+		State: stripeonce.State{
+			KeyCreatedAt: run.Key.CreatedAt,
+			Attempt:      int(payment.ChargeAttempt),
+			SpentAt:      payment.ChargeAttemptSpentAt,
+			Progress:     &progress{flow: f, run: run, paymentID: payment.ID},
+		},
 	})
 }
 

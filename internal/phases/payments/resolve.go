@@ -15,6 +15,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/stripeonce"
 )
 
 // ErrResolutionRefused means what an operator asserted contradicts Stripe.
@@ -85,8 +86,8 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 		return nil, err
 	}
 	found, err := r.Charger.find(ctx, &ChargeRequest{
-		Intent:       intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey},
-		KeyCreatedAt: key.CreatedAt,
+		Intent: intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey},
+		State:  stripeonce.State{KeyCreatedAt: key.CreatedAt},
 	})
 	if err != nil {
 		return nil, err

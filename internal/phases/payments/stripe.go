@@ -7,12 +7,14 @@ import (
 
 	"github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/client"
+
+	"github.com/paymentsd/paymentsd/internal/stripeonce"
 )
 
 // StripeIdempotencyWindow is how long Stripe keeps an idempotency key. A
 // create sent later than this under an old key could be a second charge, so
 // near its end the charge only looks the PaymentIntent up.
-const StripeIdempotencyWindow = 24 * time.Hour
+const StripeIdempotencyWindow = stripeonce.Window
 
 // StripeConfig configures the Stripe client and the rules by which an
 // unknown outcome is settled. Each duration's comment ends with its default.
@@ -44,7 +46,7 @@ type StripeConfig struct {
 	// Defaults to 24h.
 	LookupGrace time.Duration
 	// ObserveLookup, when set, is told the result of every lookup:
-	// adopted, not_found, not_charged or needs_attention.
+	// adopted, not_found, not_created or needs_attention.
 	ObserveLookup func(result string)
 }
 
@@ -69,8 +71,9 @@ func (c *StripeConfig) setDefaults() {
 
 // Charger charges payments through stripe-go.
 type Charger struct {
-	api *client.API
-	cfg StripeConfig
+	api   *client.API
+	cfg   StripeConfig
+	rules stripeonce.Rules
 }
 
 // NewCharger returns a Charger. stripe-go's own retries are off: the phase
@@ -89,6 +92,10 @@ func NewCharger(cfg StripeConfig) *Charger {
 	return &Charger{
 		api: client.New(cfg.SecretKey, &stripe.Backends{API: backend, Connect: backend, Uploads: backend}),
 		cfg: cfg,
+		rules: stripeonce.Rules{
+			ExecutionBound: cfg.ExecutionBound, VisibilityMargin: cfg.VisibilityMargin,
+			LookupGrace: cfg.LookupGrace, Observe: cfg.ObserveLookup,
+		},
 	}
 }
 

@@ -1,0 +1,212 @@
+// Package stripeonce creates one object at Stripe exactly once per client
+// intent, or proves that none was created, or hands the intent to an
+// operator. It is the part of the charge path that does not know what is
+// created: a PaymentIntent and a Refund follow the same rules.
+//
+// The rules, in the order they apply:
+//   - The Stripe idempotency key is the intent's attempt-th key (package
+//     intent), so a resumed run, or a retry after lost commits, re-sends
+//     what the lost run sent and Stripe replays its answer.
+//   - A create is sent only while Stripe's idempotency window, less how long
+//     Stripe may keep executing it and the visibility margin, is open: then
+//     every create ever sent is finished and visible by the time the window
+//     closes, and from there on a lookup alone decides.
+//   - A key whose answer is a replayed server error is spent: a 500 is
+//     indeterminate, so the object is looked up by a strongly consistent
+//     read. Only when it is absent, and the attempt's execution is finished
+//     (Stripe replays it) and visible (the margin has passed since the key
+//     was found spent), does the next key's turn come.
+//   - An idempotency_error, an object of the intent that does not match
+//     the request, or two of them, need an operator
+//     (phases.NeedsAttention); so does an outcome still unknown after the
+//     last key, or lookups that keep failing long after the window.
+package stripeonce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/stripe/stripe-go/v79"
+
+	"github.com/paymentsd/paymentsd/internal/phases"
+)
+
+// Window is how long Stripe keeps an idempotency key.
+const Window = 24 * time.Hour
+
+// MaxAttempts bounds the Stripe keys one intent may use.
+const MaxAttempts = 5
+
+// Rules are the timing assumptions the proofs rest on. Each comment ends
+// with the default.
+type Rules struct {
+	// ExecutionBound is the longest Stripe is assumed to keep executing a
+	// request after it was sent, whether or not anyone still waits for the
+	// answer. Stripe documents no figure; this one is deliberately
+	// generous. Defaults to 10m.
+	ExecutionBound time.Duration
+	// VisibilityMargin is how long after Stripe finished a write a list is
+	// trusted to show it (lists are strongly consistent; the margin covers
+	// clock skew between us and Stripe too). Defaults to 1m.
+	VisibilityMargin time.Duration
+	// LookupGrace is how long past the window an intent whose lookups keep
+	// failing waits before it is handed to an operator. Defaults to 24h.
+	LookupGrace time.Duration
+	// Observe, when set, is told the result of every lookup: adopted,
+	// not_found, not_created or needs_attention.
+	Observe func(result string)
+}
+
+// WithDefaults returns r with every unset field at its default.
+func (r Rules) WithDefaults() Rules {
+	defaultTo := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	defaultTo(&r.ExecutionBound, 10*time.Minute)
+	defaultTo(&r.VisibilityMargin, time.Minute)
+	defaultTo(&r.LookupGrace, 24*time.Hour)
+	if r.Observe == nil {
+		r.Observe = func(string) {}
+	}
+	return r
+}
+
+// State is how far earlier runs got with an intent.
+type State struct {
+	// KeyCreatedAt is when the client's key was first stored (the
+	// database's clock): Stripe's window runs from about then.
+	KeyCreatedAt time.Time
+	// Attempt is the Stripe key in use (1 to MaxAttempts), and SpentAt,
+	// when set, when that key was found to hold a cached server error.
+	Attempt int
+	SpentAt *time.Time
+	// Progress records a spent attempt and the move to the next one,
+	// fenced by the run's lease.
+	Progress Progress
+}
+
+// Progress persists how far an intent got across runs.
+type Progress interface {
+	// Spent records that attempt holds a cached server error, and returns
+	// since when that is known.
+	Spent(ctx context.Context, attempt int) (time.Time, error)
+	// Next moves from attempt to attempt+1.
+	Next(ctx context.Context, attempt int) error
+}
+
+// Op is one kind of create at Stripe.
+type Op[T any] interface {
+	// Send creates the object under the attempt-th key and returns the
+	// definite outcome, or the error Stripe or the network gave.
+	Send(ctx context.Context, attempt int) (T, error)
+	// Lookup returns the intent's object, found=false when there is none.
+	// An error is an unknown outcome, or a *phases.NeedsAttentionError for
+	// an object that does not match or is not the only one.
+	Lookup(ctx context.Context) (result T, found bool, err error)
+	// NotCreated is the outcome once it is proven that nothing was created.
+	NotCreated() T
+	// What names the object, for messages ("PaymentIntent").
+	What() string
+}
+
+// Do creates op's object once, adopts the one an earlier run created, or
+// proves there is none. An error means the outcome is still unknown (a
+// later run goes on); a *phases.NeedsAttentionError means no machine can
+// settle it.
+func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error) {
+	var zero T
+	sendCutoff := st.KeyCreatedAt.Add(Window - rules.ExecutionBound - rules.VisibilityMargin)
+	for time.Now().Before(sendCutoff) {
+		if st.SpentAt == nil {
+			result, err := op.Send(ctx, st.Attempt)
+			if !spent(err) {
+				return result, classify(err, st.Attempt)
+			}
+			at, err := st.Progress.Spent(ctx, st.Attempt)
+			if err != nil {
+				return zero, err
+			}
+			st.SpentAt = &at
+		}
+		result, found, err := op.Lookup(ctx)
+		if found || err != nil {
+			return adopted(rules, result, err)
+		}
+		rules.Observe("not_found")
+		if visible := st.SpentAt.Add(rules.VisibilityMargin); time.Now().Before(visible) {
+			return zero, fmt.Errorf("stripe key %d of %d holds a server error and no %s is listed yet; "+
+				"the next key may be used after %s", st.Attempt, MaxAttempts, op.What(), visible.UTC().Format(time.RFC3339))
+		}
+		if st.Attempt == MaxAttempts {
+			rules.Observe("needs_attention")
+			return zero, phases.NeedsAttention("all %d Stripe keys hold server errors and no %s exists", MaxAttempts, op.What())
+		}
+		if err := st.Progress.Next(ctx, st.Attempt); err != nil {
+			return zero, err
+		}
+		st.Attempt, st.SpentAt = st.Attempt+1, nil
+	}
+	return reconcile(ctx, rules, st, op)
+}
+
+// reconcile decides an intent near or past the end of Stripe's window by
+// lookup alone: never by a create that could be a second one. Nothing found
+// proves "not created" only once every create ever sent is finished and
+// visible, which the send cut-off makes true at the window's end.
+func reconcile[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error) {
+	var zero T
+	windowEnd := st.KeyCreatedAt.Add(Window)
+	result, found, err := op.Lookup(ctx)
+	switch {
+	case err != nil && time.Now().After(windowEnd.Add(rules.LookupGrace)):
+		var attention *phases.NeedsAttentionError
+		if !errors.As(err, &attention) {
+			err = phases.NeedsAttention("lookups past Stripe's idempotency window keep failing: %v", err)
+		}
+		return adopted(rules, zero, err)
+	case found || err != nil:
+		return adopted(rules, result, err)
+	case time.Now().Before(windowEnd):
+		return zero, fmt.Errorf("no %s listed yet; one sent near the window's end may still be executing until %s",
+			op.What(), windowEnd.UTC().Format(time.RFC3339))
+	}
+	rules.Observe("not_created")
+	return op.NotCreated(), nil
+}
+
+// adopted reports a lookup's outcome.
+func adopted[T any](rules Rules, result T, err error) (T, error) {
+	var attention *phases.NeedsAttentionError
+	switch {
+	case errors.As(err, &attention):
+		rules.Observe("needs_attention")
+	case err == nil:
+		rules.Observe("adopted")
+	}
+	return result, err
+}
+
+// spent reports a server error that Stripe replayed from its idempotency
+// cache: the key can never succeed again.
+func spent(err error) bool {
+	var serr *stripe.Error
+	return errors.As(err, &serr) && serr.HTTPStatusCode >= 500 && serr.LastResponse != nil &&
+		serr.LastResponse.Header.Get("Idempotent-Replayed") == "true"
+}
+
+// classify turns what Send returned into Do's answer: an idempotency_error
+// needs an operator (the key was first used with other parameters, so it
+// can never succeed, and what it made, if anything, is not this request);
+// every other error is an unknown outcome.
+func classify(err error, attempt int) error {
+	var serr *stripe.Error
+	if errors.As(err, &serr) && serr.Type == stripe.ErrorTypeIdempotency && serr.HTTPStatusCode == http.StatusBadRequest {
+		return phases.NeedsAttention("Stripe refused key %d: idempotency_error (%s)", attempt, serr.Msg)
+	}
+	return err
+}
