@@ -3,6 +3,7 @@ package stripefake
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -13,7 +14,41 @@ type outcome struct {
 	body   []byte
 }
 
+// createEndpoint is one kind of create request: POST /v1/payment_intents or
+// POST /v1/refunds. serveCreate gives both the same idempotency and faults.
+type createEndpoint struct {
+	// path is the endpoint's path, to which idempotency keys are bound.
+	path string
+	// count counts the request in the stats (under the lock).
+	count func(*Stats)
+	// parse validates the form. It returns the execution, or a validation
+	// failure detected before execution (never saved for idempotency).
+	parse func(form url.Values) (run executor, perr *errorObject)
+}
+
+// executor runs a validated create and returns its answer. It is called at
+// most once, with the request id and the idempotency key (if any).
+type executor func(reqID, idempotencyKey string) outcome
+
 // handleCreate answers POST /v1/payment_intents.
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, apiKey string) {
+	s.serveCreate(w, r, apiKey, createEndpoint{
+		path:  "/v1/payment_intents",
+		count: func(st *Stats) { st.CreateRequests++ },
+		parse: func(form url.Values) (executor, *errorObject) {
+			p, perr := parseCreateParams(form)
+			if perr != nil {
+				return nil, perr
+			}
+			return func(reqID, key string) outcome {
+				status, body := s.createIntent(p, reqID, key)
+				return outcome{status, body}
+			}, nil
+		},
+	})
+}
+
+// serveCreate answers a create request of endpoint ep.
 //
 // Order of business, as in Stripe: parse the form; with an Idempotency-Key,
 // replay / reject / claim the key; validate (failures are not saved); take a
@@ -23,8 +58,8 @@ type outcome struct {
 // started (after any hang) it creates and saves whatever the client does,
 // as Stripe does. If the client leaves first the handler returns at once
 // and the execution finishes on its own.
-func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, apiKey string) {
-	s.bump(func(st *Stats) { st.CreateRequests++ })
+func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, apiKey string, ep createEndpoint) {
+	s.bump(ep.count)
 	reqID := w.Header().Get("Request-Id")
 	if err := r.ParseForm(); err != nil {
 		s.bump(func(st *Stats) { st.InvalidRequests++ })
@@ -40,13 +75,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, apiKey str
 	if keyName != "" {
 		w.Header().Set("Idempotency-Key", keyName)
 		k := idemKey{apiKey: apiKey, key: keyName}
-		if !s.claimOrAnswer(w, k, hashParams(r.Form), reqID) {
+		if !s.claimOrAnswer(w, k, ep.path, hashParams(r.Form), reqID) {
 			return
 		}
 		key = &k
 	}
 
-	p, perr := parseCreateParams(r.Form)
+	run, perr := ep.parse(r.Form)
 	if perr != nil {
 		s.unclaim(key)
 		s.bump(func(st *Stats) { st.InvalidRequests++ })
@@ -57,7 +92,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, apiKey str
 
 	pl := s.nextPlan()
 	if pl.kind != faultNone {
-		s.log.Info().Str("request_id", reqID).Str("fault", pl.kind.String()).
+		s.log.Info().Str("request_id", reqID).Str("path", ep.path).Str("fault", pl.kind.String()).
 			Dur("latency", pl.latency).Str("idempotency_key", keyName).Msg("stripefake: fault")
 	}
 	if pl.kind == FaultIdempotencyError {
@@ -75,7 +110,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, apiKey str
 
 	done := make(chan outcome, 1)
 	s.bump(func(st *Stats) { st.ExecutingNow++ })
-	go func() { done <- s.execute(r.Context(), pl, p, key, reqID, keyName) }()
+	go func() { done <- s.execute(r.Context(), pl, run, key, reqID, keyName) }()
 	var out outcome
 	select {
 	case out = <-done:
@@ -95,7 +130,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, apiKey str
 // execute sleeps the plan's latency, then runs the create as the plan says
 // and saves the result under key. It never looks at ctx except to count, in
 // Stats.ClientsGone, results that nobody is waiting for any more.
-func (s *Server) execute(ctx context.Context, pl plan, p createParams, key *idemKey, reqID, keyName string) outcome {
+func (s *Server) execute(ctx context.Context, pl plan, run executor, key *idemKey, reqID, keyName string) outcome {
 	if pl.kind == FaultOutliveClient {
 		s.bump(func(st *Stats) { st.OutliveClients++ })
 	}
@@ -110,11 +145,11 @@ func (s *Server) execute(ctx context.Context, pl plan, p createParams, key *idem
 		s.bump(func(st *Stats) { st.Faults500++ })
 		out = outcome{http.StatusInternalServerError, unknownErrorBody(reqID)}
 	case Fault500Charged:
-		s.createIntent(p, reqID, keyName)
+		run(reqID, keyName)
 		s.bump(func(st *Stats) { st.Faults500Charged++ })
 		out = outcome{http.StatusInternalServerError, unknownErrorBody(reqID)}
 	default:
-		out.status, out.body = s.createIntent(p, reqID, keyName)
+		out = run(reqID, keyName)
 	}
 	s.save(key, out.status, out.body, reqID)
 

@@ -22,6 +22,7 @@ type idemKey struct {
 
 // idemEntry is a saved (done) or executing (!done) idempotent request.
 type idemEntry struct {
+	endpoint  string // path of the first request, e.g. "/v1/refunds"
 	hash      string
 	done      bool
 	status    int
@@ -34,10 +35,11 @@ type idemEntry struct {
 type claimResult int
 
 const (
-	claimNew      claimResult = iota // first use: execute, then save
-	claimReplay                      // saved result with same params: replay it
-	claimMismatch                    // saved result with other params: 400
-	claimInUse                       // first request still executing: 409
+	claimNew           claimResult = iota // first use: execute, then save
+	claimReplay                           // saved result with same params: replay it
+	claimMismatch                         // saved result with other params: 400
+	claimInUse                            // first request still executing: 409
+	claimOtherEndpoint                    // first used on another endpoint: 400
 )
 
 // hashParams hashes the request parameters independently of their order.
@@ -60,9 +62,9 @@ func hashParams(form url.Values) string {
 }
 
 // claim looks key up and, if it is unused (or expired), marks it as executing
-// with the given parameter hash. For claimReplay it returns a copy of the
-// saved entry.
-func (s *Server) claim(k idemKey, hash string) (claimResult, idemEntry) {
+// on endpoint with the given parameter hash. For claimReplay and
+// claimOtherEndpoint it returns a copy of the entry.
+func (s *Server) claim(k idemKey, endpoint, hash string) (claimResult, idemEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -81,8 +83,13 @@ func (s *Server) claim(k idemKey, hash string) (claimResult, idemEntry) {
 	}
 	switch {
 	case !ok:
-		s.idem[k] = &idemEntry{hash: hash}
+		s.idem[k] = &idemEntry{endpoint: endpoint, hash: hash}
 		return claimNew, idemEntry{}
+	case e.endpoint != endpoint:
+		// Stripe binds a key to the endpoint it was first used on, whether
+		// or not that request is still executing.
+		s.stats.IdempotencyErrors++
+		return claimOtherEndpoint, idemEntry{endpoint: e.endpoint}
 	case !e.done:
 		s.stats.KeyInUse++
 		return claimInUse, idemEntry{}
@@ -95,10 +102,11 @@ func (s *Server) claim(k idemKey, hash string) (claimResult, idemEntry) {
 	}
 }
 
-// claimOrAnswer claims k for this request. If the request must not execute
-// (replay, mismatch, key in use) it writes the answer and returns false.
-func (s *Server) claimOrAnswer(w http.ResponseWriter, k idemKey, hash, reqID string) bool {
-	res, saved := s.claim(k, hash)
+// claimOrAnswer claims k for this request to endpoint. If the request must
+// not execute (replay, mismatch, other endpoint, key in use) it writes the
+// answer and returns false.
+func (s *Server) claimOrAnswer(w http.ResponseWriter, k idemKey, endpoint, hash, reqID string) bool {
+	res, saved := s.claim(k, endpoint, hash)
 	switch res {
 	case claimReplay:
 		w.Header().Set("Idempotent-Replayed", "true")
@@ -107,6 +115,15 @@ func (s *Server) claimOrAnswer(w http.ResponseWriter, k idemKey, hash, reqID str
 		return false
 	case claimMismatch:
 		writeError(w, http.StatusBadRequest, idempotencyMismatch(k.key, reqID))
+		return false
+	case claimOtherEndpoint:
+		writeError(w, http.StatusBadRequest, errorObject{
+			Type: typeIdempotency,
+			Message: "Keys for idempotent requests can only be used for the same endpoint they were first used for ('" +
+				endpoint + "' vs '" + saved.endpoint + "'). Try using a key other than '" + k.key +
+				"' if you meant to execute a different request.",
+			RequestLogURL: requestLogURL(reqID),
+		})
 		return false
 	case claimInUse:
 		writeError(w, http.StatusConflict, errorObject{

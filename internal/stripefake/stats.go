@@ -15,7 +15,8 @@ type Stats struct {
 	// InvalidRequests counts invalid_request_error answers (400 and 404),
 	// except authentication failures.
 	InvalidRequests int64 `json:"invalid_requests"`
-	// IdempotencyErrors counts keys reused with different parameters (400).
+	// IdempotencyErrors counts keys reused with different parameters, or on
+	// another endpoint than the one they were first used on (400).
 	IdempotencyErrors int64 `json:"idempotency_errors"`
 	// KeyInUse counts 409 idempotency_key_in_use answers.
 	KeyInUse int64 `json:"key_in_use"`
