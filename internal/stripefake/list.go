@@ -120,6 +120,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 
+	expandCharge := expands(r.URL.Query(), "data.latest_charge")
 	res := listResult{Object: "list", Data: []*paymentIntentJSON{}, URL: "/v1/payment_intents"}
 	s.mu.Lock()
 	// Cursors are positions in creation order; -1 means none.
@@ -167,7 +168,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, _ string) {
 		}
 	}
 	for _, i := range hits {
-		res.Data = append(res.Data, s.intents[i].wire())
+		res.Data = append(res.Data, s.intents[i].wireExpanded(expandCharge))
 	}
 	s.mu.Unlock()
 	writeValue(w, http.StatusOK, res)

@@ -23,6 +23,7 @@ type createParams struct {
 	confirm       bool
 	description   string
 	metadata      map[string]string
+	expandCharge  bool // expand[]=latest_charge
 }
 
 // parseCreateParams validates the form of a create request. A non-nil error
@@ -58,6 +59,7 @@ func parseCreateParams(form url.Values) (createParams, *errorObject) {
 	p.currency = strings.ToLower(currency)
 
 	p.paymentMethod, _ = single(form, "payment_method")
+	p.expandCharge = expands(form, "latest_charge")
 	p.description, _ = single(form, "description")
 	if p.confirm, ok = boolParam(form, "confirm"); !ok {
 		return p, invalidParam("confirm", "parameter_invalid_boolean", "Invalid boolean: "+form.Get("confirm"))

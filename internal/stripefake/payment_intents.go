@@ -42,6 +42,11 @@ type PaymentIntent struct {
 	Created time.Time `json:"created"`
 	// LatestCharge is the "ch_..." id of the charge attempt, if confirmed.
 	LatestCharge string `json:"latest_charge,omitempty"`
+	// AmountRefunded is what its refunds took back from the latest charge:
+	// succeeded and pending refunds count, failed ones do not. It is the
+	// charge's amount_refunded; AmountReceived minus AmountRefunded is what
+	// remains refundable.
+	AmountRefunded int64 `json:"amount_refunded"`
 	// ClientSecret is Stripe's client secret.
 	ClientSecret string `json:"client_secret"`
 	// DeclineCode is set when the confirmation was declined.
@@ -63,6 +68,7 @@ type testCard struct {
 	last4       string
 	declineCode string // empty: the charge succeeds
 	message     string
+	refunds     string // how its refunds start: "" (succeeded), RefundPending or RefundFailed
 }
 
 // testCards are the payment method ids the emulator knows.
@@ -74,6 +80,10 @@ var testCards = map[string]testCard{
 	"pm_card_chargeDeclinedInsufficientFunds": {brand: "visa", last4: "9995", declineCode: "insufficient_funds", message: "Your card has insufficient funds."},
 	"pm_card_chargeDeclinedLostCard":          {brand: "visa", last4: "9987", declineCode: "lost_card", message: "Your card was declined."},
 	"pm_card_chargeDeclinedStolenCard":        {brand: "visa", last4: "9979", declineCode: "stolen_card", message: "Your card was declined."},
+	// Stripe's refund test cards: the charge succeeds; a refund starts
+	// pending, or fails after answering succeeded (see RefundOutcome).
+	"pm_card_pendingRefund": {brand: "visa", last4: "7726", refunds: RefundPending},
+	"pm_card_refundFail":    {brand: "visa", last4: "5126", refunds: RefundFailed},
 }
 
 // paymentIntentJSON is the Stripe wire form of a PaymentIntent.
@@ -90,7 +100,7 @@ type paymentIntentJSON struct {
 	Currency           string            `json:"currency"`
 	Description        *string           `json:"description"`
 	LastPaymentError   *errorObject      `json:"last_payment_error"`
-	LatestCharge       *string           `json:"latest_charge"`
+	LatestCharge       any               `json:"latest_charge"` // nil, an id, or an expanded *chargeJSON
 	Livemode           bool              `json:"livemode"`
 	Metadata           map[string]string `json:"metadata"`
 	PaymentMethod      *string           `json:"payment_method"`
@@ -124,6 +134,14 @@ func optional(s string) *string {
 	return &s
 }
 
+// optionalAny is optional for a field that may also hold an expanded object.
+func optionalAny(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
 // wire renders pi in Stripe's JSON shape.
 func (pi PaymentIntent) wire() *paymentIntentJSON {
 	md := pi.Metadata
@@ -141,7 +159,7 @@ func (pi PaymentIntent) wire() *paymentIntentJSON {
 		Created:            pi.Created.Unix(),
 		Currency:           pi.Currency,
 		Description:        optional(pi.Description),
-		LatestCharge:       optional(pi.LatestCharge),
+		LatestCharge:       optionalAny(pi.LatestCharge),
 		Metadata:           md,
 		PaymentMethod:      optional(pi.PaymentMethod),
 		PaymentMethodTypes: []string{"card"},
@@ -227,6 +245,9 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 	now := s.now()
 	pi.Created = time.Unix(now.Unix(), 0).UTC()
 	s.byID[pi.ID] = len(s.intents)
+	if pi.LatestCharge != "" {
+		s.byCharge[pi.LatestCharge] = len(s.intents)
+	}
 	s.intents = append(s.intents, storedIntent{PaymentIntent: pi, createdAt: now})
 	s.stats.PaymentIntentsCreated++
 	if pi.DeclineCode != "" {
@@ -235,7 +256,7 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 	s.mu.Unlock()
 
 	if pi.DeclineCode == "" {
-		return http.StatusOK, marshalWire(pi.wire())
+		return http.StatusOK, marshalWire(pi.wireExpanded(p.expandCharge))
 	}
 	wire := pi.wire()
 	e := *wire.LastPaymentError
@@ -244,7 +265,8 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 	return http.StatusPaymentRequired, errorBody(e)
 }
 
-// handleRetrieve answers GET /v1/payment_intents/{id}.
+// handleRetrieve answers GET /v1/payment_intents/{id}, with the latest
+// charge expanded on request (expand[]=latest_charge).
 func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request, _ string) {
 	id := r.PathValue("id")
 	s.mu.Lock()
@@ -268,7 +290,7 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request, _ string
 		})
 		return
 	}
-	writeJSON(w, http.StatusOK, marshalWire(pi.wire()))
+	writeJSON(w, http.StatusOK, marshalWire(pi.wireExpanded(expands(r.URL.Query(), "latest_charge"))))
 }
 
 // PaymentIntents returns a snapshot of all PaymentIntents in creation order.

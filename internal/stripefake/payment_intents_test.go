@@ -208,3 +208,46 @@ func TestRetrieve(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code)
 	require.EqualValues(t, 2, e.fake.Stats().Retrieves)
 }
+
+// expand[]=latest_charge renders the charge, with what was refunded of it;
+// without the expansion latest_charge is an id.
+func TestExpandLatestCharge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stripefake.Options{})
+
+	created, err := e.sc.PaymentIntents.New(piParams("pm_card_visa", "1", ""))
+	require.NoError(t, err)
+	require.Contains(t, string(created.LastResponse.RawJSON), `"object":"charge"`)
+	ch := created.LatestCharge
+	require.Equal(t, created.ID, ch.PaymentIntent.ID)
+	require.EqualValues(t, 1234, ch.Amount)
+	require.EqualValues(t, 1234, ch.AmountCaptured)
+	require.Zero(t, ch.AmountRefunded)
+	require.True(t, ch.Paid)
+	require.True(t, ch.Captured)
+	require.False(t, ch.Refunded)
+	require.Equal(t, stripe.ChargeStatusSucceeded, ch.Status)
+
+	got, err := e.sc.PaymentIntents.Get(created.ID, nil)
+	require.NoError(t, err)
+	require.Contains(t, string(got.LastResponse.RawJSON), `"latest_charge":"`+ch.ID+`"`)
+
+	_, err = e.sc.PaymentIntents.New(piParams("pm_card_chargeDeclinedInsufficientFunds", "2", ""))
+	declined := stripeErr(t, err).PaymentIntent
+	failed := charge(t, e, declined.ID)
+	require.Equal(t, stripe.ChargeStatusFailed, failed.Status)
+	require.False(t, failed.Paid)
+	require.Zero(t, failed.AmountCaptured)
+	require.Equal(t, "card_declined", failed.FailureCode)
+
+	it := e.sc.PaymentIntents.List(&stripe.PaymentIntentListParams{ListParams: stripe.ListParams{
+		Expand: []*string{stripe.String("data.latest_charge")},
+	}})
+	n := 0
+	for it.Next() {
+		require.Equal(t, "charge", it.PaymentIntent().LatestCharge.Object)
+		n++
+	}
+	require.NoError(t, it.Err())
+	require.Equal(t, 2, n)
+}

@@ -227,6 +227,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request, _ string) 
 		}
 	}
 
+	expandCharge := expands(params, "data.latest_charge")
 	res := searchResult{Object: "search_result", Data: []*paymentIntentJSON{}, URL: "/v1/payment_intents/search"}
 	last, lagged := 0, false
 	s.mu.Lock()
@@ -248,7 +249,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request, _ string) 
 		case len(res.Data) == limit:
 			res.HasMore = true
 		default:
-			res.Data = append(res.Data, rec.wire())
+			res.Data = append(res.Data, rec.wireExpanded(expandCharge))
 			last = i
 		}
 	}

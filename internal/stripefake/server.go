@@ -52,7 +52,11 @@ type Server struct {
 	faults     []Fault
 	release    chan struct{}
 	intents    []storedIntent
-	byID       map[string]int
+	byID       map[string]int // PaymentIntent id -> index in intents
+	byCharge   map[string]int // latest charge id -> index in intents
+	refunds    []storedRefund
+	refundByID map[string]int // refund id -> index in refunds
+	outcomes   map[string]RefundOutcome
 	idem       map[idemKey]*idemEntry
 	sinceSweep int
 	stats      Stats
@@ -65,14 +69,17 @@ func New(opts Options) *Server {
 		seed = rand.Uint64()
 	}
 	s := &Server{
-		log:     opts.Logger,
-		now:     opts.Now,
-		ttl:     opts.IdempotencyTTL,
-		lag:     max(opts.SearchLag, 0),
-		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		release: make(chan struct{}),
-		byID:    make(map[string]int),
-		idem:    make(map[idemKey]*idemEntry),
+		log:        opts.Logger,
+		now:        opts.Now,
+		ttl:        opts.IdempotencyTTL,
+		lag:        max(opts.SearchLag, 0),
+		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		release:    make(chan struct{}),
+		byID:       make(map[string]int),
+		byCharge:   make(map[string]int),
+		refundByID: make(map[string]int),
+		outcomes:   make(map[string]RefundOutcome),
+		idem:       make(map[idemKey]*idemEntry),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -85,6 +92,8 @@ func New(opts Options) *Server {
 	mux.HandleFunc("GET /v1/payment_intents", s.authed(s.handleList))
 	mux.HandleFunc("GET /v1/payment_intents/search", s.authed(s.handleSearch))
 	mux.HandleFunc("GET /v1/payment_intents/{id}", s.authed(s.handleRetrieve))
+	mux.HandleFunc("POST /v1/refunds", s.authed(s.handleRefundCreate))
+	mux.HandleFunc("GET /v1/refunds/{id}", s.authed(s.handleRefundRetrieve))
 	mux.HandleFunc("GET /_fake/stats", s.handleAdminStats)
 	mux.HandleFunc("GET /_fake/payment_intents", s.handleAdminPaymentIntents)
 	mux.HandleFunc("POST /_fake/faults", s.handleAdminFaults)

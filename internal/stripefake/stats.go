@@ -4,7 +4,7 @@ package stripefake
 // not again as declines, invalid requests or faults.
 type Stats struct {
 	// CreateRequests counts authenticated POST /v1/payment_intents requests,
-	// replays included.
+	// replays included (refund creates count in RefundCreateRequests).
 	CreateRequests int64 `json:"create_requests"`
 	// PaymentIntentsCreated counts PaymentIntents created (declined ones too).
 	PaymentIntentsCreated int64 `json:"payment_intents_created"`
@@ -22,20 +22,20 @@ type Stats struct {
 	KeyInUse int64 `json:"key_in_use"`
 	// Faults500 counts 500s produced by Fault500 or chaos.
 	Faults500 int64 `json:"faults_500"`
-	// Faults500Charged counts 500s answered after the PaymentIntent was
-	// created (Fault500Charged or chaos).
+	// Faults500Charged counts 500s answered after the PaymentIntent or
+	// refund was created (Fault500Charged or chaos).
 	Faults500Charged int64 `json:"faults_500_charged"`
 	// FaultsIdempotencyError counts 400 idempotency_error answers produced by
 	// FaultIdempotencyError or chaos (not counted in IdempotencyErrors).
 	FaultsIdempotencyError int64 `json:"faults_idempotency_error"`
 	// OutliveClients counts requests that took a FaultOutliveClient.
 	OutliveClients int64 `json:"outlive_clients"`
-	// ClientsGone counts executed creates whose client had gone when the
-	// result was saved: the PaymentIntent (if any) exists, the answer was
-	// not delivered.
+	// ClientsGone counts executed creates (of PaymentIntents or refunds)
+	// whose client had gone when the result was saved: the object (if any)
+	// exists, the answer was not delivered.
 	ClientsGone int64 `json:"clients_gone"`
-	// ExecutingNow is the number of creates executing right now, including
-	// those whose client has gone.
+	// ExecutingNow is the number of creates (of PaymentIntents or refunds)
+	// executing right now, including those whose client has gone.
 	ExecutingNow int64 `json:"executing_now"`
 	// LostAnswers counts connections dropped by FaultLostAnswer or chaos.
 	LostAnswers int64 `json:"lost_answers"`
@@ -54,6 +54,26 @@ type Stats struct {
 	SearchesLagged int64 `json:"searches_lagged"`
 	// Lists counts list requests, including invalid ones.
 	Lists int64 `json:"lists"`
-	// Retrieves counts retrieve requests, including 404s.
+	// Retrieves counts PaymentIntent retrieve requests, including 404s.
 	Retrieves int64 `json:"retrieves"`
+
+	// RefundCreateRequests counts authenticated POST /v1/refunds requests,
+	// replays included. They draw faults like PaymentIntent creates, and
+	// those count in the fault counters above.
+	RefundCreateRequests int64 `json:"refund_create_requests"`
+	// RefundsCreated counts refunds created, whatever their status.
+	RefundsCreated int64 `json:"refunds_created"`
+	// RefundsRefused counts executed refund creates that Stripe refuses: an
+	// unknown PaymentIntent or charge, nothing successful to refund, already
+	// refunded, an amount above what remains. They count in InvalidRequests.
+	RefundsRefused int64 `json:"refunds_refused"`
+	// RefundsFailed counts refunds that became failed.
+	RefundsFailed int64 `json:"refunds_failed"`
+	// RefundStatusChanges counts refunds moved on by SetRefundStatus or
+	// POST /_fake/refunds/{id}/status (no-ops excluded).
+	RefundStatusChanges int64 `json:"refund_status_changes"`
+	// RefundRetrieves counts refund retrieve requests, including 404s.
+	RefundRetrieves int64 `json:"refund_retrieves"`
+	// RefundLists counts refund list requests, including invalid ones.
+	RefundLists int64 `json:"refund_lists"`
 }

@@ -1,0 +1,90 @@
+package stripefake
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// chargeJSON is the Stripe wire form of the charge behind a confirmed
+// PaymentIntent. It is only rendered when a request expands latest_charge;
+// the emulator has no /v1/charges endpoint.
+type chargeJSON struct {
+	ID             string            `json:"id"`
+	Object         string            `json:"object"`
+	Amount         int64             `json:"amount"`
+	AmountCaptured int64             `json:"amount_captured"`
+	AmountRefunded int64             `json:"amount_refunded"`
+	Captured       bool              `json:"captured"`
+	Created        int64             `json:"created"`
+	Currency       string            `json:"currency"`
+	Description    *string           `json:"description"`
+	FailureCode    *string           `json:"failure_code"`
+	FailureMessage *string           `json:"failure_message"`
+	Livemode       bool              `json:"livemode"`
+	Metadata       map[string]string `json:"metadata"`
+	Paid           bool              `json:"paid"`
+	PaymentIntent  string            `json:"payment_intent"`
+	PaymentMethod  string            `json:"payment_method"`
+	Refunded       bool              `json:"refunded"`
+	Status         string            `json:"status"`
+}
+
+// chargeWire renders the latest charge of pi, or nil if it has none. Its
+// amount_refunded counts succeeded and pending refunds, as Stripe's does;
+// refunded is true once all of it is refunded.
+func (pi PaymentIntent) chargeWire() *chargeJSON {
+	if pi.LatestCharge == "" {
+		return nil
+	}
+	md := pi.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	c := &chargeJSON{
+		ID:             pi.LatestCharge,
+		Object:         "charge",
+		Amount:         pi.Amount,
+		AmountCaptured: pi.AmountReceived,
+		AmountRefunded: pi.AmountRefunded,
+		Created:        pi.Created.Unix(),
+		Currency:       pi.Currency,
+		Description:    optional(pi.Description),
+		Metadata:       md,
+		PaymentIntent:  pi.ID,
+		PaymentMethod:  pi.PaymentMethod,
+		Status:         "succeeded",
+	}
+	if pi.DeclineCode != "" {
+		c.Status = "failed"
+		c.FailureCode = optional("card_declined")
+		c.FailureMessage = optional(testCards[pi.PaymentMethod].message)
+		return c
+	}
+	c.Captured, c.Paid = true, true
+	c.Refunded = pi.AmountRefunded > 0 && pi.AmountRefunded >= pi.AmountReceived
+	return c
+}
+
+// expands reports whether the expand parameters of a request (expand,
+// expand[] or expand[N]) ask for path, e.g. "latest_charge" or
+// "data.latest_charge".
+func expands(form url.Values, path string) bool {
+	for k, vals := range form {
+		if k == "expand" || (strings.HasPrefix(k, "expand[") && strings.HasSuffix(k, "]")) {
+			if slices.Contains(vals, path) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// wireExpanded renders pi, with its latest charge expanded if expand is set.
+func (pi PaymentIntent) wireExpanded(expand bool) *paymentIntentJSON {
+	j := pi.wire()
+	if c := pi.chargeWire(); expand && c != nil {
+		j.LatestCharge = c
+	}
+	return j
+}
