@@ -9,12 +9,12 @@ import (
 	"strings"
 )
 
-// listResult is Stripe's list object.
-type listResult struct {
-	Object  string               `json:"object"`
-	Data    []*paymentIntentJSON `json:"data"`
-	HasMore bool                 `json:"has_more"`
-	URL     string               `json:"url"`
+// listResult is Stripe's list object, of PaymentIntents or refunds.
+type listResult[T any] struct {
+	Object  string `json:"object"`
+	Data    []T    `json:"data"`
+	HasMore bool   `json:"has_more"`
+	URL     string `json:"url"`
 }
 
 // createdFilter is the created parameter of a list: an exact Unix second
@@ -30,19 +30,21 @@ func (f createdFilter) matches(t int64) bool {
 		(f.lt == nil || t < *f.lt) && (f.lte == nil || t <= *f.lte)
 }
 
-// listParams are the parameters of GET /v1/payment_intents.
+// listParams are the parameters of a list request: GET /v1/payment_intents
+// or GET /v1/refunds.
 type listParams struct {
 	created       createdFilter
 	limit         int
 	startingAfter string
 	endingBefore  string
-	customer      *string
+	filters       map[string]string // the endpoint's own filters, those given
 }
 
-// parseListParams validates a list query. Like Stripe it rejects parameters
-// it does not know.
-func parseListParams(q url.Values) (listParams, *errorObject) {
-	lp := listParams{}
+// parseListParams validates a list query whose endpoint filters by the
+// string parameters named in filters (e.g. "customer"). Like Stripe it
+// rejects parameters it does not know.
+func parseListParams(q url.Values, filters ...string) (listParams, *errorObject) {
+	lp := listParams{filters: map[string]string{}}
 	var perr *errorObject
 	if lp.limit, perr = limitParam(q); perr != nil {
 		return lp, perr
@@ -59,9 +61,6 @@ func parseListParams(q url.Values) (listParams, *errorObject) {
 		case "ending_before":
 			lp.endingBefore = v
 			continue
-		case "customer":
-			lp.customer = &v
-			continue
 		case "created":
 			dst = &lp.created.eq
 		case "created[gt]":
@@ -73,8 +72,12 @@ func parseListParams(q url.Values) (listParams, *errorObject) {
 		case "created[lte]":
 			dst = &lp.created.lte
 		default:
+			if slices.Contains(filters, name) {
+				lp.filters[name] = v
+				continue
+			}
 			if name == "expand" || strings.HasPrefix(name, "expand[") {
-				continue // expansions are accepted and ignored
+				continue // expansions are accepted (see expands)
 			}
 			return lp, &errorObject{
 				Type:    typeInvalidRequest,
@@ -102,74 +105,91 @@ func parseListParams(q url.Values) (listParams, *errorObject) {
 	return lp, nil
 }
 
-// handleList answers GET /v1/payment_intents: PaymentIntents newest first
-// (reverse creation order, so that those created within the same second
-// still page deterministically), filtered by created, paged with limit and
-// the starting_after / ending_before cursors. Unlike search it is strongly
-// consistent: a PaymentIntent is listed as soon as it is created.
-func (s *Server) handleList(w http.ResponseWriter, r *http.Request, _ string) {
-	s.bump(func(st *Stats) { st.Lists++ })
-	bad := func(status int, e *errorObject) {
-		s.bump(func(st *Stats) { st.InvalidRequests++ })
-		e.RequestLogURL = requestLogURL(w.Header().Get("Request-Id"))
-		writeError(w, status, *e)
+// cursor resolves the starting_after or ending_before id (if any) to its
+// position in creation order with byID; -1 means no cursor. noun names the
+// object in Stripe's resource_missing message. The caller holds s.mu.
+func (lp listParams) cursor(byID map[string]int, noun string) (int, *errorObject) {
+	param, id := "starting_after", lp.startingAfter
+	if lp.endingBefore != "" {
+		param, id = "ending_before", lp.endingBefore
 	}
-	lp, perr := parseListParams(r.URL.Query())
-	if perr != nil {
-		bad(http.StatusBadRequest, perr)
-		return
+	if id == "" {
+		return -1, nil
 	}
+	i, ok := byID[id]
+	if !ok {
+		return -1, noSuch(noun, param, id)
+	}
+	return i, nil
+}
 
-	expandCharge := expands(r.URL.Query(), "data.latest_charge")
-	res := listResult{Object: "list", Data: []*paymentIntentJSON{}, URL: "/v1/payment_intents"}
-	s.mu.Lock()
-	// Cursors are positions in creation order; -1 means none.
-	cursor, cursorParam := -1, ""
-	for _, c := range []struct{ param, id string }{{"starting_after", lp.startingAfter}, {"ending_before", lp.endingBefore}} {
-		if c.id == "" {
-			continue
-		}
-		idx, ok := s.byID[c.id]
-		if !ok {
-			s.mu.Unlock()
-			bad(http.StatusBadRequest, &errorObject{
-				Type:    typeInvalidRequest,
-				Code:    "resource_missing",
-				Param:   c.param,
-				DocURL:  "https://stripe.com/docs/error-codes/resource-missing",
-				Message: "No such payment_intent: '" + c.id + "'",
-			})
-			return
-		}
-		cursor, cursorParam = idx, c.param
-	}
-	// Matching positions, newest first, on the requested side of the cursor.
-	var hits []int
-	for i := len(s.intents) - 1; i >= 0; i-- {
+// page picks, among n objects held in creation order, the positions that
+// keep accepts: newest first (reverse creation order, so that objects
+// created within the same second still page deterministically), on the
+// requested side of the cursor position, at most lp.limit. It reports
+// whether more remain.
+func (lp listParams) page(n, cursor int, keep func(i int) bool) (hits []int, hasMore bool) {
+	for i := n - 1; i >= 0; i-- {
 		switch {
-		case cursorParam == "starting_after" && i >= cursor:
+		case cursor >= 0 && lp.endingBefore == "" && i >= cursor:
 			continue
-		case cursorParam == "ending_before" && i <= cursor:
+		case cursor >= 0 && lp.endingBefore != "" && i <= cursor:
 			continue
 		}
-		pi := s.intents[i].PaymentIntent
-		if lp.customer != nil || !lp.created.matches(pi.Created.Unix()) {
-			continue // emulated PaymentIntents have no customer
+		if keep(i) {
+			hits = append(hits, i)
 		}
-		hits = append(hits, i)
 	}
 	if len(hits) > lp.limit {
-		res.HasMore = true
-		if cursorParam == "ending_before" {
+		hasMore = true
+		if lp.endingBefore != "" {
 			// The page closest to the cursor, still newest first.
 			hits = hits[len(hits)-lp.limit:]
 		} else {
 			hits = hits[:lp.limit]
 		}
 	}
+	return hits, hasMore
+}
+
+// badList answers an invalid list request.
+func (s *Server) badList(w http.ResponseWriter, e *errorObject) {
+	s.bump(func(st *Stats) { st.InvalidRequests++ })
+	e.RequestLogURL = requestLogURL(w.Header().Get("Request-Id"))
+	writeError(w, http.StatusBadRequest, *e)
+}
+
+// handleList answers GET /v1/payment_intents: PaymentIntents newest first,
+// filtered by created, paged with limit and the starting_after /
+// ending_before cursors. Unlike search it is strongly consistent: a
+// PaymentIntent is listed as soon as it is created.
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, _ string) {
+	s.bump(func(st *Stats) { st.Lists++ })
+	q := r.URL.Query()
+	lp, perr := parseListParams(q, "customer")
+	if perr != nil {
+		s.badList(w, perr)
+		return
+	}
+
+	expandCharge := expands(q, "data.latest_charge")
+	res := listResult[*paymentIntentJSON]{Object: "list", Data: []*paymentIntentJSON{}, URL: "/v1/payment_intents"}
+	s.mu.Lock()
+	cursor, perr := lp.cursor(s.byID, "payment_intent")
+	if perr != nil {
+		s.mu.Unlock()
+		s.badList(w, perr)
+		return
+	}
+	_, customer := lp.filters["customer"]
+	hits, more := lp.page(len(s.intents), cursor, func(i int) bool {
+		// Emulated PaymentIntents have no customer.
+		return !customer && lp.created.matches(s.intents[i].Created.Unix())
+	})
 	for _, i := range hits {
 		res.Data = append(res.Data, s.intents[i].wireExpanded(expandCharge))
 	}
+	res.HasMore = more
 	s.mu.Unlock()
 	writeValue(w, http.StatusOK, res)
 }

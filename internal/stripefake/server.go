@@ -93,6 +93,7 @@ func New(opts Options) *Server {
 	mux.HandleFunc("GET /v1/payment_intents/search", s.authed(s.handleSearch))
 	mux.HandleFunc("GET /v1/payment_intents/{id}", s.authed(s.handleRetrieve))
 	mux.HandleFunc("POST /v1/refunds", s.authed(s.handleRefundCreate))
+	mux.HandleFunc("GET /v1/refunds", s.authed(s.handleRefundList))
 	mux.HandleFunc("GET /v1/refunds/{id}", s.authed(s.handleRefundRetrieve))
 	mux.HandleFunc("GET /_fake/stats", s.handleAdminStats)
 	mux.HandleFunc("GET /_fake/payment_intents", s.handleAdminPaymentIntents)
