@@ -1,7 +1,6 @@
 package stripefake
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -129,10 +128,7 @@ func (s *Server) handleAdminFaults(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, errorObject{Type: typeInvalidRequest, Message: msg})
 	}
 	var req AdminFaultsRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		bad("invalid JSON body: " + err.Error())
+	if !decodeAdmin(w, r, &req) {
 		return
 	}
 	faults := make([]Fault, 0, len(req.Inject))

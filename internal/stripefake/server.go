@@ -99,6 +99,9 @@ func New(opts Options) *Server {
 	mux.HandleFunc("GET /_fake/payment_intents", s.handleAdminPaymentIntents)
 	mux.HandleFunc("POST /_fake/faults", s.handleAdminFaults)
 	mux.HandleFunc("POST /_fake/release", s.handleAdminRelease)
+	mux.HandleFunc("GET /_fake/refunds", s.handleAdminRefunds)
+	mux.HandleFunc("POST /_fake/refunds/{id}/status", s.handleAdminRefundStatus)
+	mux.HandleFunc("POST /_fake/payment_intents/{id}/refund_outcome", s.handleAdminRefundOutcome)
 	mux.HandleFunc("/", s.handleUnknown)
 	s.mux = mux
 	return s
