@@ -1,5 +1,5 @@
 // Package stripefake is a stateful, in-memory emulator of the subset of the
-// Stripe PaymentIntents API that paymentsd uses. It is meant to be driven by
+// Stripe PaymentIntents and Refunds APIs that paymentsd uses. It is meant to be driven by
 // the real stripe-go client over HTTP (point STRIPE_API_BASE, or
 // stripe.BackendConfig.URL, at it), either in-process through
 // httptest.NewServer(stripefake.New(...)) or as a standalone process via
@@ -10,12 +10,18 @@
 //   - Authentication: every /v1 request needs "Authorization: Bearer sk_..."
 //     (HTTP basic auth with the key as user name works too); otherwise 401.
 //   - POST /v1/payment_intents with the test payment methods pm_card_visa,
-//     pm_card_mastercard, pm_card_amex (succeed), pm_card_chargeDeclined,
+//     pm_card_mastercard, pm_card_amex, pm_card_pendingRefund,
+//     pm_card_refundFail (succeed), pm_card_chargeDeclined,
 //     pm_card_chargeDeclinedInsufficientFunds, pm_card_chargeDeclinedLostCard
 //     and pm_card_chargeDeclinedStolenCard (402 card_error, the PaymentIntent
 //     is still created in status requires_payment_method). Any other payment
 //     method is a 400 resource_missing and creates nothing.
 //   - GET /v1/payment_intents/{id}: strongly consistent.
+//   - Expanding the latest charge: create and retrieve with
+//     expand[]=latest_charge, list and search with data.latest_charge,
+//     render it as a charge object whose amount_refunded counts succeeded
+//     and pending refunds and whose refunded is true once all of it is.
+//     Other expansions are accepted and ignored.
 //   - GET /v1/payment_intents: newest first (reverse creation order, so ties
 //     within one second page deterministically), filtered by created (an
 //     integer, or created[gt], [gte], [lt], [lte] in Unix seconds), paged by
@@ -29,12 +35,38 @@
 //     creation, by the Options.Now clock. Stripe documents under a minute
 //     normally and up to an hour during outages, and warns against search in
 //     read-after-write flows; use retrieve or list there.
+//   - POST /v1/refunds with payment_intent (or charge, the PaymentIntent's
+//     latest), an optional amount (default: all that remains refundable),
+//     reason (duplicate, fraudulent or requested_by_customer) and
+//     metadata. Validation failures (no payment_intent, amount not a
+//     positive integer, another reason) are 400s before execution. Executed
+//     refusals, all 400 invalid_request_error: an unknown PaymentIntent or
+//     charge (resource_missing); a PaymentIntent that did not succeed
+//     (charge_not_refundable, "This PaymentIntent (pi_...) does not have a
+//     successful charge to refund."); nothing left (charge_already_refunded,
+//     "Charge ch_... has already been refunded."); more than is left
+//     (amount_too_large, "Refund amount ($20.00) is greater than charge
+//     amount ($12.34)", or "... unrefunded amount on charge ($2.34)" after
+//     earlier refunds). Pending refunds count as refunded, failed ones not.
+//     The codes charge_not_refundable and amount_too_large are the closest
+//     Stripe documents; Stripe's own answers to these refusals have been
+//     seen without a code, so clients should not rely on the code alone.
+//   - Refund statuses: succeeded at once, except for pm_card_pendingRefund
+//     (pending until moved on) and pm_card_refundFail (answered succeeded,
+//     failed with expired_or_canceled_card on every later read), as Stripe
+//     documents; Server.SetRefundOutcome overrides that per PaymentIntent
+//     and Server.SetRefundStatus moves a refund on (pending to succeeded or
+//     failed, succeeded to failed) where Stripe's network would, later.
+//   - GET /v1/refunds/{id}, and GET /v1/refunds filtered by payment_intent,
+//     charge and created, paged like the PaymentIntent list; both strongly
+//     consistent.
 //   - Idempotency: results of POST requests carrying an Idempotency-Key are
 //     saved per (API key, idempotency key) together with a hash of the
 //     parameters, once the endpoint started executing. That includes 402
 //     declines, 400 resource_missing answers and 500s. Replays are answered
 //     byte for byte with "Idempotent-Replayed: true" and an
-//     "Original-Request" header; a key reused with other parameters gets a 400
+//     "Original-Request" header; a key reused with other parameters, or on
+//     another endpoint (a PaymentIntent key for a refund), gets a 400
 //     {"error":{"type":"idempotency_error","message":...}}, and a key whose
 //     first request is still executing gets a 409 idempotency_key_in_use.
 //     Validation errors detected before execution (missing amount, bad
@@ -48,27 +80,37 @@
 // Differences from real Stripe, on purpose: search is strongly consistent
 // unless a lag is configured, only the query forms metadata['k']:'v',
 // status:'s', currency:'c' and amount:n joined by AND are understood,
-// PaymentIntents have no customer (list with customer=... is empty) and are
-// visible to every API key, and only create, retrieve, list and search are
-// implemented.
+// PaymentIntents have no customer (list with customer=... is empty),
+// PaymentIntents and refunds are visible to every API key, and only create,
+// retrieve, list and search of PaymentIntents and create, retrieve and list
+// of refunds are implemented: no /v1/charges, no refund update or cancel,
+// no events or webhooks. Pending refunds never settle by themselves, and
+// refunds are never requires_action or canceled (cards never are).
 //
 // # Faults
 //
 // Inject queues faults that the next create requests take one each (FIFO);
-// SetChaos draws faults at random for every create. Only create requests that
-// reach execution take a fault: idempotent replays, idempotency errors and
-// requests failing validation do not. The kinds (see FaultKind) are latency,
-// 500 (nothing created), lost_answer (created, connection dropped), hang
-// (abandoned if the client leaves), and the three Stripe documents:
-// 500_charged (created and confirmed, answered and saved as a 500),
-// idempotency_error (a 400 without executing, nothing saved) and
-// outlive_client (a latency past the client's timeout; the PaymentIntent is
-// created anyway).
+// SetChaos draws faults at random for every create. Creates of PaymentIntents
+// and of refunds draw from the same queue and the same chaos, in the order
+// they arrive; retrieves, lists and searches never take a fault. Only create
+// requests that reach execution take a fault: idempotent replays,
+// idempotency errors, keys in use and requests failing validation do not
+// (refusals such as an over-refund are executed, so they do). The kinds (see
+// FaultKind) are latency, 500 (nothing created), lost_answer (created,
+// connection dropped), hang (abandoned if the client leaves), and the three
+// Stripe documents: 500_charged (created, or for a refund "a 500 that did
+// refund", answered and saved as a 500), idempotency_error (a 400 without
+// executing, nothing saved) and outlive_client (a latency past the client's
+// timeout; the object is created anyway).
 //
 // # Admin endpoints
 //
 // For the standalone process, unauthenticated endpoints under /_fake/ expose
 // the same controls: GET /_fake/stats, GET /_fake/payment_intents,
 // POST /_fake/faults (inject faults by kind name, set chaos probabilities,
-// latencies and search_lag_ms) and POST /_fake/release (see admin.go).
+// latencies and search_lag_ms) and POST /_fake/release (see admin.go);
+// GET /_fake/refunds, POST /_fake/refunds/{id}/status
+// ({"status":"succeeded"|"failed","failure_reason":...}) and
+// POST /_fake/payment_intents/{id}/refund_outcome (a RefundOutcome; see
+// admin_refunds.go).
 package stripefake

@@ -9,20 +9,24 @@ import (
 	"time"
 )
 
-// FaultKind selects what a Fault does to a PaymentIntent create request.
+// FaultKind selects what a Fault does to a create request: POST
+// /v1/payment_intents or POST /v1/refunds. Both draw from the same injected
+// queue and the same chaos configuration; "created" below means the
+// PaymentIntent or the refund (whose amount is then taken from what remains
+// refundable).
 type FaultKind int
 
 const (
 	// FaultLatency sleeps Fault.Latency, then behaves normally. Like Stripe,
 	// the request keeps executing if the client gives up meanwhile: its
 	// idempotency key stays in use (409 to concurrent requests with the same
-	// key) until the result is saved, and the PaymentIntent is created.
+	// key) until the result is saved, and the object is created.
 	FaultLatency FaultKind = iota
 	// Fault500 answers 500 api_error without creating anything. The 500 is
 	// saved under the idempotency key, so a retry with the same key replays
 	// it (Idempotent-Replayed: true).
 	Fault500
-	// FaultLostAnswer creates the PaymentIntent and saves the idempotent
+	// FaultLostAnswer creates the object and saves the idempotent
 	// result, then drops the connection: the client gets a network error and
 	// a retry with the same key gets the saved answer. Only the status line
 	// is sent before the close, because Go's http.Transport silently resends
@@ -37,18 +41,20 @@ const (
 	// client can cut short; real Stripe does not abandon work this way.
 	FaultHang
 	// Fault500Charged is the indeterminate 500 Stripe documents: the
-	// PaymentIntent is created and confirmed as a normal create would (a
-	// decline included), but the answer is a 500 api_error, identical to
-	// Fault500's. That 500 is what is saved under the idempotency key, so a
-	// retry with the same key replays the 500, never the PaymentIntent.
+	// request executes as a normal create would (a PaymentIntent is created
+	// and confirmed, a decline included; a refund is made, or refused), but
+	// the answer is a 500 api_error, identical to Fault500's. That 500 is
+	// what is saved under the idempotency key, so a retry with the same key
+	// replays the 500, never the object. For a refund it is the "500 that
+	// did refund".
 	Fault500Charged
 	// FaultIdempotencyError answers 400 idempotency_error, as for a key
 	// reused with other parameters, without executing: nothing is created
 	// and nothing is saved, so a retry with the same key executes.
 	FaultIdempotencyError
 	// FaultOutliveClient is a latency meant to outlast the client's timeout:
-	// the request sleeps Fault.Latency, then creates and saves the
-	// PaymentIntent even though the client has usually disconnected by then.
+	// the request sleeps Fault.Latency, then creates and saves the object
+	// even though the client has usually disconnected by then.
 	// Until the result is saved its idempotency key is in use (409
 	// idempotency_key_in_use). It behaves exactly like FaultLatency; the kind
 	// exists so that chaos can draw it with its own probability and latency,
@@ -122,9 +128,12 @@ type Fault struct {
 	Latency time.Duration
 }
 
-// Chaos configures random faults for every create request that is not
-// served from the injected queue, and the lag of search. The zero value
-// turns chaos off.
+// Chaos configures random faults for every create request (of a
+// PaymentIntent or a refund) that reaches execution and is not served from
+// the injected queue, and the lag of search. Refund creates take draws from
+// the same seeded source, so a seeded run replays the same faults only for
+// the same sequence of creates of both kinds. The zero value turns chaos
+// off.
 type Chaos struct {
 	// P500 is the probability of a Fault500.
 	P500 float64
@@ -167,8 +176,8 @@ type plan struct {
 }
 
 // Inject queues faults: each of the next len(faults) create requests that
-// reach execution takes one, in order. Injected faults take precedence over
-// chaos.
+// reach execution takes one, in order, whether it creates a PaymentIntent or
+// a refund. Injected faults take precedence over chaos.
 func (s *Server) Inject(faults ...Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -190,9 +190,9 @@ func TestListErrors(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	code, _, _ = rawDo(t, e, http.MethodGet, "/v1/payment_intents", "", nil, nil)
 	require.Equal(t, http.StatusUnauthorized, code)
-	require.EqualValues(t, 13, e.fake.Stats().Lists)
+	require.EqualValues(t, 13, e.fake.Stats().Lists) // 11 rejected, 2 answered; the 401 is not a list
 
 	code, _, body = rawDo(t, e, http.MethodGet, "/v1/charges", auth, nil, nil)
 	require.Equal(t, http.StatusNotFound, code)
-	require.Contains(t, body, "create, retrieve, list and search of PaymentIntents") // 11 rejected, 2 answered; the 401 is not a list
+	require.Contains(t, body, "create, retrieve, list and search of PaymentIntents, and create, retrieve and list of refunds")
 }

@@ -199,7 +199,9 @@ func (s *Server) createRefund(p refundParams, reqID, idempotencyKey string) outc
 
 // refundable finds the PaymentIntent a refund create is for and checks that
 // the requested amount (zero: all that remains) can be refunded. It returns
-// the PaymentIntent's index or Stripe's refusal. The caller holds s.mu.
+// the PaymentIntent's index or Stripe's refusal. The messages are Stripe's;
+// charge_not_refundable and amount_too_large are the closest documented
+// codes, which Stripe's own answers may leave out. The caller holds s.mu.
 func (s *Server) refundable(p refundParams) (int, *errorObject) {
 	idx, ok := -1, false
 	if p.charge != "" {

@@ -188,8 +188,9 @@ func redactKey(k string) string {
 func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) {
 	s.bump(func(st *Stats) { st.InvalidRequests++ })
 	writeError(w, http.StatusNotFound, errorObject{
-		Type:    typeInvalidRequest,
-		Message: "Unrecognized request URL (" + r.Method + ": " + r.URL.Path + "). stripefake only implements create, retrieve, list and search of PaymentIntents.",
+		Type: typeInvalidRequest,
+		Message: "Unrecognized request URL (" + r.Method + ": " + r.URL.Path + "). stripefake only implements " +
+			"create, retrieve, list and search of PaymentIntents, and create, retrieve and list of refunds.",
 	})
 }
 
