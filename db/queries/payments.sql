@@ -72,7 +72,29 @@ RETURNING *;
 UPDATE payments
 SET charge_attempt          = charge_attempt + 1,
     charge_attempt_spent_at = NULL,
+    charge_attempt_at       = now(),
     updated_at              = now()
 WHERE id = @id
   AND charge_attempt = @charge_attempt
 RETURNING *;
+
+-- PaymentListForUser pages the user's payments newest first, older than the
+-- cursor id (the newest when it is NULL): an index range scan on
+-- (user_id, id). It reads limit + 1 rows to tell has_more.
+-- name: PaymentListForUser :many
+SELECT *
+FROM payments
+WHERE user_id = @user_id
+  AND id < coalesce(sqlc.narg(starting_after)::bigint, 9223372036854775807)
+ORDER BY id DESC
+LIMIT @max_rows;
+
+-- PaymentListForUserBefore pages the other way, newer than ending_before,
+-- oldest first; the caller reverses the page.
+-- name: PaymentListForUserBefore :many
+SELECT *
+FROM payments
+WHERE user_id = @user_id
+  AND id > @ending_before
+ORDER BY id
+LIMIT @max_rows;

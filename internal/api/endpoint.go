@@ -38,10 +38,11 @@ type Endpoint struct {
 	// and the key row stores. Field errors answer 400 and store nothing, so
 	// a corrected retry with the same key proceeds.
 	Decode func(body []byte, pathValue func(string) string) (params []byte, errs []problem.FieldError)
-	// Admit, when set, refuses a decoded request before its key is
-	// reserved (a resource the caller may not act on, say); the problem is
-	// answered and nothing is stored.
-	Admit func(ctx context.Context, userID int64, params []byte) *problem.Problem
+	// Admit, when set, may refuse a decoded request before its key is
+	// reserved (a resource the caller may not act on, say): the problem is
+	// answered and nothing is stored. An error (the store) is answered as
+	// any other.
+	Admit func(ctx context.Context, userID int64, params []byte) (*problem.Problem, error)
 }
 
 // serveIdempotent answers one request to ep. Everything that can be refused
@@ -82,7 +83,12 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	}
 	user := userID(r.Context())
 	if ep.Admit != nil {
-		if p := ep.Admit(r.Context(), user, canonical); p != nil {
+		p, err := ep.Admit(r.Context(), user, canonical)
+		switch {
+		case err != nil:
+			writeError(w, r, err)
+			return
+		case p != nil:
 			writeProblem(w, p)
 			return
 		}

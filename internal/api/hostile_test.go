@@ -78,7 +78,10 @@ func TestHostileInput(t *testing.T) {
 	requireProblem(t, svc.Do(t, http.MethodGet, "/nope", ""), 404, "not-found")
 	resp := svc.Do(t, http.MethodDelete, "/payments", "", "Authorization", auth)
 	requireProblem(t, resp, 405, "method-not-allowed")
-	require.Equal(t, "POST", resp.Header.Get("Allow"))
+	require.Equal(t, "GET, POST", resp.Header.Get("Allow"))
+	resp = svc.Do(t, http.MethodPut, "/payments/1", "", "Authorization", auth)
+	requireProblem(t, resp, 405, "method-not-allowed")
+	require.Equal(t, "GET", resp.Header.Get("Allow"))
 	requireProblem(t, svc.Do(t, http.MethodPost, "/payments", visa, "Authorization", "Basic Zm9vOmJhcg==",
 		"Idempotency-Key", "k", "Content-Type", "application/json"), 401, "unauthorized")
 }

@@ -33,12 +33,12 @@ type Config struct {
 type Server struct {
 	endpoints []*Endpoint
 	pool      *pgxpool.Pool
-	engine  *phases.Engine
-	metrics *metrics.Metrics
-	auth    *authCache
-	queries *dbsqlc.Queries
-	log     zerolog.Logger
-	cfg     Config
+	engine    *phases.Engine
+	metrics   *metrics.Metrics
+	auth      *authCache
+	queries   *dbsqlc.Queries
+	log       zerolog.Logger
+	cfg       Config
 }
 
 // NewServer returns the API over pool and engine, serving the idempotent
@@ -89,7 +89,10 @@ func (s *Server) Handler() http.Handler {
 				s.serveIdempotent(ep, w, r)
 			}))
 		}
+		r.Get(payments.Path, s.listPayments)
 		r.Get(payments.Path+"/{id}", s.getPayment)
+		r.Get(payments.Path+"/{id}/refunds", s.listRefunds)
+		r.Get("/refunds/{id}", s.getRefund)
 	})
 	return r
 }

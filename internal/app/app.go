@@ -23,6 +23,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/metrics"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/phases/refunds"
 	"github.com/paymentsd/paymentsd/internal/ratelimit"
 	"github.com/paymentsd/paymentsd/internal/workers"
 )
@@ -109,6 +110,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 		Method: payments.Method, Pattern: payments.Path, Noun: "payment",
 		Flow:   payments.NewFlow(pool, namespace, charger, receipt),
 		Decode: payments.Decode,
+	}, {
+		Method: http.MethodPost, Pattern: payments.Path + "/{id}/refunds", Noun: "refund",
+		Flow:   refunds.NewFlow(pool, namespace, refunds.NewRefunder(charger)),
+		Decode: refunds.Decode,
+		Admit:  refunds.Admitter(pool),
 	}}
 
 	if opts.RequestTimeout <= 0 {

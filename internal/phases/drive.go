@@ -178,6 +178,9 @@ func (e *Engine) commitPhase(ctx context.Context, flow *Flow, run *Run, open ope
 		return nil, db.InterpretError(err)
 	}
 	run.Key, run.state, run.leasedAt = out.key, out.state, leasedAt
+	if open != nil && out.key.LockedAt != nil {
+		run.dbLeasedAt, run.localLeasedAt = *out.key.LockedAt, leasedAt
+	}
 	took := time.Since(start)
 	e.cfg.Observer.PhaseCommitted(run.RecoveryPoint(), took)
 	zerolog.Ctx(ctx).Debug().Int64("idempotency_key_id", run.Key.ID).Str("recovery_point", string(run.RecoveryPoint())).

@@ -127,6 +127,21 @@ type Run struct {
 	// that renewed it began): the run starts no call after leasedAt plus
 	// the lease length.
 	leasedAt time.Time
+	// dbLeasedAt is the database's clock when the run took its lease, and
+	// localLeasedAt this process's just before: Now reads the database's
+	// clock from them.
+	dbLeasedAt, localLeasedAt time.Time
+}
+
+// Now is the database's clock, read without a query: the database's time
+// when the run took its lease plus the time elapsed here since (a monotonic
+// reading). Steps compare it with times the database wrote (a key's
+// created_at, say), so a skewed clock on this host cannot move a deadline.
+func (r *Run) Now() time.Time {
+	if r.dbLeasedAt.IsZero() {
+		return time.Now()
+	}
+	return r.dbLeasedAt.Add(time.Since(r.localLeasedAt))
 }
 
 // Keep hands v to the run's later steps (a row a step just wrote, say), so

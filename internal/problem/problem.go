@@ -30,6 +30,9 @@ var (
 	IdempotencyKeyMissing = Type{"idempotency-key-missing", "Idempotency-Key header missing", http.StatusBadRequest}
 	IdempotencyKeyInvalid = Type{"idempotency-key-invalid", "Idempotency-Key header invalid", http.StatusBadRequest}
 	PaymentRejected       = Type{"payment-rejected", "Payment rejected by the processor", http.StatusBadRequest}
+	RefundExceedsPayment  = Type{"refund-exceeds-payment", "Refund exceeds what remains of the payment", http.StatusBadRequest}
+	PaymentNotRefundable  = Type{"payment-not-refundable", "Payment not refundable", http.StatusBadRequest}
+	RefundRejected        = Type{"refund-rejected", "Refund rejected by the processor", http.StatusBadRequest}
 	Unauthorized          = Type{"unauthorized", "Unauthorized", http.StatusUnauthorized}
 	CardDeclined          = Type{"card-declined", "Card declined", http.StatusPaymentRequired}
 	NotFound              = Type{"not-found", "Not found", http.StatusNotFound}
@@ -63,6 +66,7 @@ type Problem struct {
 	Detail        string       `json:"detail,omitempty"`
 	Errors        []FieldError `json:"errors,omitempty"`
 	PaymentID     int64        `json:"payment_id,omitempty"`
+	RefundID      int64        `json:"refund_id,omitempty"`
 	DeclineCode   string       `json:"decline_code,omitempty"`
 	ProcessorCode string       `json:"processor_code,omitempty"`
 }

@@ -52,6 +52,12 @@ type Rules struct {
 	// trusted to show it (lists are strongly consistent; the margin covers
 	// clock skew between us and Stripe too). Defaults to 1m.
 	VisibilityMargin time.Duration
+	// LookupLookback is how long before its attempt began an object of the
+	// intent may have been created at Stripe: clock skew, and a failover
+	// that lost the key's commits after Stripe had created it (the retry's
+	// attempt then begins afresh). It must exceed how far Stripe's search
+	// lags, since search finds what is older. Defaults to 2m.
+	LookupLookback time.Duration
 	// LookupGrace is how long past the window an intent whose lookups keep
 	// failing waits before it is handed to an operator. Defaults to 24h.
 	LookupGrace time.Duration
@@ -70,6 +76,7 @@ func (r Rules) WithDefaults() Rules {
 	defaultTo(&r.ExecutionBound, 10*time.Minute)
 	defaultTo(&r.VisibilityMargin, time.Minute)
 	defaultTo(&r.LookupGrace, 24*time.Hour)
+	defaultTo(&r.LookupLookback, 2*time.Minute)
 	if r.Observe == nil {
 		r.Observe = func(string) {}
 	}
@@ -81,13 +88,26 @@ type State struct {
 	// KeyCreatedAt is when the client's key was first stored (the
 	// database's clock): Stripe's window runs from about then.
 	KeyCreatedAt time.Time
-	// Attempt is the Stripe key in use (1 to MaxAttempts), and SpentAt,
-	// when set, when that key was found to hold a cached server error.
-	Attempt int
-	SpentAt *time.Time
+	// Attempt is the Stripe key in use (1 to MaxAttempts), AttemptAt when
+	// it was taken, and SpentAt, when set, when that key was found to hold
+	// a cached server error.
+	Attempt   int
+	AttemptAt time.Time
+	SpentAt   *time.Time
 	// Progress records a spent attempt and the move to the next one,
 	// fenced by the run's lease.
 	Progress Progress
+	// Now is the clock the times above were written by (the database's:
+	// phases.Run.Now), so a skewed local clock cannot move a deadline. Nil
+	// means time.Now.
+	Now func() time.Time
+}
+
+func (st *State) now() time.Time {
+	if st.Now == nil {
+		return time.Now()
+	}
+	return st.Now()
 }
 
 // Progress persists how far an intent got across runs.
@@ -95,8 +115,8 @@ type Progress interface {
 	// Spent records that attempt holds a cached server error, and returns
 	// since when that is known.
 	Spent(ctx context.Context, attempt int) (time.Time, error)
-	// Next moves from attempt to attempt+1.
-	Next(ctx context.Context, attempt int) error
+	// Next moves from attempt to attempt+1, and returns when.
+	Next(ctx context.Context, attempt int) (time.Time, error)
 }
 
 // Op is one kind of create at Stripe.
@@ -105,14 +125,19 @@ type Op[T any] interface {
 	// definite outcome, or the error Stripe or the network gave.
 	Send(ctx context.Context, attempt int) (T, error)
 	// Lookup returns the intent's object, found=false when there is none.
-	// An error is an unknown outcome, or a *phases.NeedsAttentionError for
-	// an object that does not match or is not the only one.
-	Lookup(ctx context.Context) (result T, found bool, err error)
+	// Any object of the intent was created within window, which a lookup
+	// that lists by creation time may keep to. An error is an unknown
+	// outcome, or a *phases.NeedsAttentionError for an object that does not
+	// match or is not the only one.
+	Lookup(ctx context.Context, window Span) (result T, found bool, err error)
 	// NotCreated is the outcome once it is proven that nothing was created.
 	NotCreated() T
 	// What names the object, for messages ("PaymentIntent").
 	What() string
 }
+
+// Span is a stretch of time, both ends included.
+type Span struct{ Since, Until time.Time }
 
 // Do creates op's object once, adopts the one an earlier run created, or
 // proves there is none. An error means the outcome is still unknown (a
@@ -121,7 +146,7 @@ type Op[T any] interface {
 func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error) {
 	var zero T
 	sendCutoff := st.KeyCreatedAt.Add(Window - rules.ExecutionBound - rules.VisibilityMargin)
-	for time.Now().Before(sendCutoff) {
+	for st.now().Before(sendCutoff) {
 		if st.SpentAt == nil {
 			result, err := op.Send(ctx, st.Attempt)
 			if !spent(err) {
@@ -133,12 +158,15 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 			}
 			st.SpentAt = &at
 		}
-		result, found, err := op.Lookup(ctx)
+		// What the spent key created, if anything, was created after the
+		// attempt began and before Stripe replayed its error.
+		window := Span{st.AttemptAt.Add(-rules.LookupLookback), st.SpentAt.Add(rules.VisibilityMargin)}
+		result, found, err := op.Lookup(ctx, window)
 		if found || err != nil {
 			return adopted(rules, result, err)
 		}
 		rules.Observe("not_found")
-		if visible := st.SpentAt.Add(rules.VisibilityMargin); time.Now().Before(visible) {
+		if visible := st.SpentAt.Add(rules.VisibilityMargin); st.now().Before(visible) {
 			return zero, fmt.Errorf("stripe key %d of %d holds a server error and no %s is listed yet; "+
 				"the next key may be used after %s", st.Attempt, MaxAttempts, op.What(), visible.UTC().Format(time.RFC3339))
 		}
@@ -146,10 +174,11 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 			rules.Observe("needs_attention")
 			return zero, phases.NeedsAttention("all %d Stripe keys hold server errors and no %s exists", MaxAttempts, op.What())
 		}
-		if err := st.Progress.Next(ctx, st.Attempt); err != nil {
+		at, err := st.Progress.Next(ctx, st.Attempt)
+		if err != nil {
 			return zero, err
 		}
-		st.Attempt, st.SpentAt = st.Attempt+1, nil
+		st.Attempt, st.AttemptAt, st.SpentAt = st.Attempt+1, at, nil
 	}
 	return reconcile(ctx, rules, st, op)
 }
@@ -161,9 +190,9 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 func reconcile[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error) {
 	var zero T
 	windowEnd := st.KeyCreatedAt.Add(Window)
-	result, found, err := op.Lookup(ctx)
+	result, found, err := op.Lookup(ctx, Span{st.AttemptAt.Add(-rules.LookupLookback), st.now().Add(rules.VisibilityMargin)})
 	switch {
-	case err != nil && time.Now().After(windowEnd.Add(rules.LookupGrace)):
+	case err != nil && st.now().After(windowEnd.Add(rules.LookupGrace)):
 		var attention *phases.NeedsAttentionError
 		if !errors.As(err, &attention) {
 			err = phases.NeedsAttention("lookups past Stripe's idempotency window keep failing: %v", err)
@@ -171,7 +200,7 @@ func reconcile[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T,
 		return adopted(rules, zero, err)
 	case found || err != nil:
 		return adopted(rules, result, err)
-	case time.Now().Before(windowEnd):
+	case st.now().Before(windowEnd):
 		return zero, fmt.Errorf("no %s listed yet; one sent near the window's end may still be executing until %s",
 			op.What(), windowEnd.UTC().Format(time.RFC3339))
 	}

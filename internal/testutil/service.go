@@ -75,8 +75,10 @@ type Service struct {
 	URL    string
 	Pool   *pgxpool.Pool
 	Stripe *stripefake.Server
-	App    *app.App
-	Client *http.Client
+	// StripeURL is the emulator's base URL.
+	StripeURL string
+	App       *app.App
+	Client    *http.Client
 
 	stop     context.CancelFunc
 	done     chan error
@@ -147,7 +149,7 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 	svc := &Service{
 		URL:    "http://" + ln.Addr().String(),
 		Pool:   pool,
-		Stripe: emulator.Server,
+		Stripe: emulator.Server, StripeURL: emulator.URL,
 		App:    a,
 		Client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}},
 		stop:   cancel,

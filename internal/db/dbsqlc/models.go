@@ -87,6 +87,9 @@ type Payment struct {
 	UpdatedAt             time.Time
 	ChargeAttempt         int32
 	ChargeAttemptSpentAt  *time.Time
+	AmountRefunded        int64
+	AmountReserved        int64
+	ChargeAttemptAt       time.Time
 }
 
 type Receipt struct {
@@ -96,6 +99,24 @@ type Receipt struct {
 	Amount      int64
 	Currency    string
 	DeliveredAt time.Time
+}
+
+type Refund struct {
+	ID                   int64
+	UserID               int64
+	PaymentID            int64
+	IdempotencyKeyID     *int64
+	Amount               int64
+	Currency             string
+	Reason               *string
+	Status               string
+	StripeRefundID       *string
+	FailureReason        *string
+	RefundAttempt        int32
+	RefundAttemptSpentAt *time.Time
+	RefundAttemptAt      time.Time
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
 }
 
 type User struct {

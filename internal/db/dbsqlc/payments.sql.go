@@ -11,7 +11,7 @@ import (
 )
 
 const paymentGetByIDForUser = `-- name: PaymentGetByIDForUser :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
 FROM payments
 WHERE id = $1
   AND user_id = $2
@@ -43,12 +43,15 @@ func (q *Queries) PaymentGetByIDForUser(ctx context.Context, db DBTX, arg *Payme
 		&i.UpdatedAt,
 		&i.ChargeAttempt,
 		&i.ChargeAttemptSpentAt,
+		&i.AmountRefunded,
+		&i.AmountReserved,
+		&i.ChargeAttemptAt,
 	)
 	return &i, err
 }
 
 const paymentGetByIdempotencyKeyID = `-- name: PaymentGetByIdempotencyKeyID :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
 FROM payments
 WHERE idempotency_key_id = $1
 `
@@ -72,6 +75,9 @@ func (q *Queries) PaymentGetByIdempotencyKeyID(ctx context.Context, db DBTX, ide
 		&i.UpdatedAt,
 		&i.ChargeAttempt,
 		&i.ChargeAttemptSpentAt,
+		&i.AmountRefunded,
+		&i.AmountReserved,
+		&i.ChargeAttemptAt,
 	)
 	return &i, err
 }
@@ -83,14 +89,14 @@ WITH payment AS (
     ) VALUES (
         $1, $2, $3, $4, $5, $6
     )
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.created', 'payment', p.id,
            jsonb_build_object('status', p.status, 'idempotency_key_id', p.idempotency_key_id)
     FROM payment AS p
 )
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
 FROM payment
 `
 
@@ -119,6 +125,9 @@ type PaymentInsertRow struct {
 	UpdatedAt             time.Time
 	ChargeAttempt         int32
 	ChargeAttemptSpentAt  *time.Time
+	AmountRefunded        int64
+	AmountReserved        int64
+	ChargeAttemptAt       time.Time
 }
 
 // PaymentInsert creates the pending payment and its audit record in one
@@ -149,8 +158,124 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg *PaymentInsert
 		&i.UpdatedAt,
 		&i.ChargeAttempt,
 		&i.ChargeAttemptSpentAt,
+		&i.AmountRefunded,
+		&i.AmountReserved,
+		&i.ChargeAttemptAt,
 	)
 	return &i, err
+}
+
+const paymentListForUser = `-- name: PaymentListForUser :many
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
+FROM payments
+WHERE user_id = $1
+  AND id < coalesce($2::bigint, 9223372036854775807)
+ORDER BY id DESC
+LIMIT $3
+`
+
+type PaymentListForUserParams struct {
+	UserID        int64
+	StartingAfter *int64
+	MaxRows       int32
+}
+
+// PaymentListForUser pages the user's payments newest first, older than the
+// cursor id (the newest when it is NULL): an index range scan on
+// (user_id, id). It reads limit + 1 rows to tell has_more.
+func (q *Queries) PaymentListForUser(ctx context.Context, db DBTX, arg *PaymentListForUserParams) ([]*Payment, error) {
+	rows, err := db.Query(ctx, paymentListForUser, arg.UserID, arg.StartingAfter, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*Payment
+	for rows.Next() {
+		var i Payment
+		if err := rows.Scan(
+			&i.ID,
+			&i.UserID,
+			&i.IdempotencyKeyID,
+			&i.Amount,
+			&i.Currency,
+			&i.PaymentMethod,
+			&i.Description,
+			&i.Status,
+			&i.StripePaymentIntentID,
+			&i.FailureCode,
+			&i.FailureMessage,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChargeAttempt,
+			&i.ChargeAttemptSpentAt,
+			&i.AmountRefunded,
+			&i.AmountReserved,
+			&i.ChargeAttemptAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const paymentListForUserBefore = `-- name: PaymentListForUserBefore :many
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
+FROM payments
+WHERE user_id = $1
+  AND id > $2
+ORDER BY id
+LIMIT $3
+`
+
+type PaymentListForUserBeforeParams struct {
+	UserID       int64
+	EndingBefore int64
+	MaxRows      int32
+}
+
+// PaymentListForUserBefore pages the other way, newer than ending_before,
+// oldest first; the caller reverses the page.
+func (q *Queries) PaymentListForUserBefore(ctx context.Context, db DBTX, arg *PaymentListForUserBeforeParams) ([]*Payment, error) {
+	rows, err := db.Query(ctx, paymentListForUserBefore, arg.UserID, arg.EndingBefore, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*Payment
+	for rows.Next() {
+		var i Payment
+		if err := rows.Scan(
+			&i.ID,
+			&i.UserID,
+			&i.IdempotencyKeyID,
+			&i.Amount,
+			&i.Currency,
+			&i.PaymentMethod,
+			&i.Description,
+			&i.Status,
+			&i.StripePaymentIntentID,
+			&i.FailureCode,
+			&i.FailureMessage,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChargeAttempt,
+			&i.ChargeAttemptSpentAt,
+			&i.AmountRefunded,
+			&i.AmountReserved,
+			&i.ChargeAttemptAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const paymentMarkAttemptSpent = `-- name: PaymentMarkAttemptSpent :one
@@ -159,7 +284,7 @@ SET charge_attempt_spent_at = coalesce(charge_attempt_spent_at, now()),
     updated_at              = now()
 WHERE id = $1
   AND charge_attempt = $2
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
 `
 
 type PaymentMarkAttemptSpentParams struct {
@@ -189,6 +314,9 @@ func (q *Queries) PaymentMarkAttemptSpent(ctx context.Context, db DBTX, arg *Pay
 		&i.UpdatedAt,
 		&i.ChargeAttempt,
 		&i.ChargeAttemptSpentAt,
+		&i.AmountRefunded,
+		&i.AmountReserved,
+		&i.ChargeAttemptAt,
 	)
 	return &i, err
 }
@@ -197,10 +325,11 @@ const paymentNextAttempt = `-- name: PaymentNextAttempt :one
 UPDATE payments
 SET charge_attempt          = charge_attempt + 1,
     charge_attempt_spent_at = NULL,
+    charge_attempt_at       = now(),
     updated_at              = now()
 WHERE id = $1
   AND charge_attempt = $2
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
 `
 
 type PaymentNextAttemptParams struct {
@@ -229,6 +358,9 @@ func (q *Queries) PaymentNextAttempt(ctx context.Context, db DBTX, arg *PaymentN
 		&i.UpdatedAt,
 		&i.ChargeAttempt,
 		&i.ChargeAttemptSpentAt,
+		&i.AmountRefunded,
+		&i.AmountReserved,
+		&i.ChargeAttemptAt,
 	)
 	return &i, err
 }
@@ -242,7 +374,7 @@ WITH payment AS (
         failure_message          = $4,
         updated_at               = now()
     WHERE payments.id = $5
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.' || p.status, 'payment', p.id,
@@ -253,7 +385,7 @@ WITH payment AS (
                'idempotency_key_id', p.idempotency_key_id))
     FROM payment AS p
 )
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
 FROM payment
 `
 
@@ -281,6 +413,9 @@ type PaymentRecordOutcomeRow struct {
 	UpdatedAt             time.Time
 	ChargeAttempt         int32
 	ChargeAttemptSpentAt  *time.Time
+	AmountRefunded        int64
+	AmountReserved        int64
+	ChargeAttemptAt       time.Time
 }
 
 // PaymentRecordOutcome records the charge's outcome and audits it, in one
@@ -310,6 +445,9 @@ func (q *Queries) PaymentRecordOutcome(ctx context.Context, db DBTX, arg *Paymen
 		&i.UpdatedAt,
 		&i.ChargeAttempt,
 		&i.ChargeAttemptSpentAt,
+		&i.AmountRefunded,
+		&i.AmountReserved,
+		&i.ChargeAttemptAt,
 	)
 	return &i, err
 }

@@ -66,7 +66,7 @@ func (op chargeOp) Send(ctx context.Context, attempt int) (*Charge, error) {
 		if !ownedBy(pi, op.req) {
 			return nil, phases.NeedsAttention("Stripe answered key %d with PaymentIntent %s, which is not this payment's", attempt, pi.ID)
 		}
-		return outcomeOf(pi), nil
+		return op.c.settled(ctx, pi)
 	}
 	var serr *stripe.Error
 	if errors.As(err, &serr) {
@@ -78,20 +78,36 @@ func (op chargeOp) Send(ctx context.Context, attempt int) (*Charge, error) {
 }
 
 // Lookup adopts the intent's PaymentIntent once its status is final.
-func (op chargeOp) Lookup(ctx context.Context) (*Charge, bool, error) {
-	pi, err := op.c.lookup(ctx, op.req)
+func (op chargeOp) Lookup(ctx context.Context, window stripeonce.Span) (*Charge, bool, error) {
+	pi, err := op.c.lookup(ctx, op.req, window)
 	switch {
 	case err != nil:
 		return nil, false, err
 	case pi == nil:
 		return nil, false, nil
 	}
-	switch pi.Status {
-	case stripe.PaymentIntentStatusSucceeded, stripe.PaymentIntentStatusRequiresPaymentMethod, stripe.PaymentIntentStatusCanceled:
-		return outcomeOf(pi), true, nil
+	charge, err := op.c.settled(ctx, pi)
+	return charge, err == nil, err
+}
+
+// settled is the outcome of pi once its status is final: read afresh when
+// the answer in hand is not (a replayed answer keeps its first status), and
+// otherwise still unknown.
+func (c *Charger) settled(ctx context.Context, pi *stripe.PaymentIntent) (*Charge, error) {
+	if !final(pi) {
+		ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		defer cancel()
+		params := &stripe.PaymentIntentParams{}
+		params.Context = ctx
+		fresh, err := c.api.PaymentIntents.Get(pi.ID, params)
+		if err != nil {
+			return nil, fmt.Errorf("error reading PaymentIntent %s, which was %s: %w", pi.ID, pi.Status, err)
+		}
+		if pi = fresh; !final(pi) {
+			return nil, fmt.Errorf("PaymentIntent %s is %s; waiting for a final status", pi.ID, pi.Status)
+		}
 	}
-	// processing, requires_confirmation, …: not final yet.
-	return nil, false, fmt.Errorf("PaymentIntent %s is %s; waiting for a final status", pi.ID, pi.Status)
+	return outcomeOf(pi), nil
 }
 
 func (c *Charger) create(ctx context.Context, req *ChargeRequest, attempt int) (*stripe.PaymentIntent, error) {

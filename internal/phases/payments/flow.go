@@ -99,7 +99,9 @@ func (f *flow) charge(ctx context.Context, run *phases.Run) (*Charge, error) {
 		Description:   payment.Description,
 		State: stripeonce.State{
 			KeyCreatedAt: run.Key.CreatedAt,
+			Now:          run.Now,
 			Attempt:      int(payment.ChargeAttempt),
+			AttemptAt:    payment.ChargeAttemptAt,
 			SpentAt:      payment.ChargeAttemptSpentAt,
 			Progress:     &progress{flow: f, run: run, paymentID: payment.ID},
 		},
@@ -135,17 +137,20 @@ func (p *progress) Spent(ctx context.Context, attempt int) (time.Time, error) {
 	return spentAt, err
 }
 
-func (p *progress) Next(ctx context.Context, attempt int) error {
-	return p.run.Checkpoint(ctx, func(ctx context.Context, tx pgx.Tx) error {
+func (p *progress) Next(ctx context.Context, attempt int) (time.Time, error) {
+	var at time.Time
+	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		row, err := p.flow.queries.PaymentNextAttempt(ctx, tx, &dbsqlc.PaymentNextAttemptParams{
 			ID: p.paymentID, ChargeAttempt: int32(attempt),
 		})
 		if err != nil {
 			return fmt.Errorf("error moving to the next Stripe attempt: %w", db.InterpretError(err))
 		}
+		at = row.ChargeAttemptAt
 		phases.Keep(p.run, (*dbsqlc.Payment)(row))
 		return nil
 	})
+	return at, err
 }
 
 // recordCharge stores the charge's definite outcome. A success moves on; a

@@ -9,20 +9,26 @@ import (
 
 	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/stripeonce"
 )
 
 // maxLookupPages bounds one listing: past it the lookup gives up (the
 // outcome stays unknown) rather than page through an account for ever.
 const maxLookupPages = 100
 
+// errListTooLong means the window held more PaymentIntents than a lookup
+// pages through.
+var errListTooLong = fmt.Errorf("more than %d PaymentIntents were created in the lookup's window", maxLookupPages*100)
+
 // lookup finds the PaymentIntent of the request's intent, or proves there is
 // none. It reads two sources: a list by creation time, strongly consistent,
-// from a little before the key was created; and search by our metadata,
-// which lags writes but sees everything older than its lag. Together they
-// miss nothing. An intent with another amount or currency, or more than
+// over the window in which the attempt could have created one; and search
+// by our metadata, which lags writes but sees everything older than its lag
+// (a PaymentIntent a failover's lost commits left behind, say). Together
+// they miss nothing. An intent with another amount or currency, or more than
 // one PaymentIntent, needs an operator: never a silent choice.
-func (c *Charger) lookup(ctx context.Context, req *ChargeRequest) (*stripe.PaymentIntent, error) {
-	found, err := c.find(ctx, req)
+func (c *Charger) lookup(ctx context.Context, req *ChargeRequest, window stripeonce.Span) (*stripe.PaymentIntent, error) {
+	found, err := c.find(ctx, req, window)
 	if err != nil {
 		return nil, err
 	}
@@ -40,26 +46,35 @@ func (c *Charger) lookup(ctx context.Context, req *ChargeRequest) (*stripe.Payme
 	return match, nil
 }
 
-// find returns every PaymentIntent of the request's intent, by id.
-func (c *Charger) find(ctx context.Context, req *ChargeRequest) (map[string]*stripe.PaymentIntent, error) {
+// find returns every PaymentIntent of the request's intent created within
+// window, plus any search finds, by id.
+func (c *Charger) find(ctx context.Context, req *ChargeRequest, window stripeonce.Span) (map[string]*stripe.PaymentIntent, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	found := map[string]*stripe.PaymentIntent{}
-	if err := c.list(ctx, req, found); err != nil {
+	if err := c.list(ctx, req, window, found); err != nil {
 		return nil, err
 	}
-	if err := c.search(ctx, req, found); err != nil {
+	if err := c.search(ctx, req, window, found); err != nil {
 		return nil, err
 	}
 	return found, nil
 }
 
-// list adds to found the intent's PaymentIntents created since a little
-// before its key.
-func (c *Charger) list(ctx context.Context, req *ChargeRequest, found map[string]*stripe.PaymentIntent) error {
+// searchHorizon is how long before a lookup's window a PaymentIntent that
+// search finds may still be the intent's: one that a failover's lost
+// commits left behind is younger than Stripe's idempotency window (later, a
+// retry could not have reached it anyway). Anything older belongs to an
+// earlier use of the same key, reused once its tombstone expired: never
+// this request's.
+const searchHorizon = stripeonce.Window
+
+// list adds to found the intent's PaymentIntents created within window.
+func (c *Charger) list(ctx context.Context, req *ChargeRequest, window stripeonce.Span, found map[string]*stripe.PaymentIntent) error {
 	params := &stripe.PaymentIntentListParams{
 		CreatedRange: &stripe.RangeQueryParams{
-			GreaterThanOrEqual: req.KeyCreatedAt.Add(-c.cfg.LookupLookback).Unix(),
+			GreaterThanOrEqual: window.Since.Unix(),
+			LesserThanOrEqual:  window.Until.Unix() + 1, // Stripe's created is in whole seconds
 		},
 	}
 	params.Limit = stripe.Int64(100)
@@ -67,7 +82,7 @@ func (c *Charger) list(ctx context.Context, req *ChargeRequest, found map[string
 	iter := c.api.PaymentIntents.List(params)
 	for n := 0; iter.Next(); n++ {
 		if n == maxLookupPages*100 {
-			return fmt.Errorf("listing PaymentIntents since the key was created passed %d pages", maxLookupPages)
+			return errListTooLong
 		}
 		if pi := iter.PaymentIntent(); ownedBy(pi, req) {
 			found[pi.ID] = pi
@@ -79,14 +94,16 @@ func (c *Charger) list(ctx context.Context, req *ChargeRequest, found map[string
 	return nil
 }
 
-// search adds to found what Stripe's search index holds for the intent.
-func (c *Charger) search(ctx context.Context, req *ChargeRequest, found map[string]*stripe.PaymentIntent) error {
+// search adds to found what Stripe's search index holds for the intent,
+// created no earlier than searchHorizon before window.
+func (c *Charger) search(ctx context.Context, req *ChargeRequest, window stripeonce.Span, found map[string]*stripe.PaymentIntent) error {
+	horizon := window.Since.Add(-searchHorizon).Unix()
 	params := &stripe.PaymentIntentSearchParams{}
 	params.Query = fmt.Sprintf("metadata['%s']:'%s'", intent.MetadataIntent, req.Intent.ID())
 	params.Context = ctx
 	iter := c.api.PaymentIntents.Search(params)
 	for iter.Next() {
-		if pi := iter.PaymentIntent(); ownedBy(pi, req) {
+		if pi := iter.PaymentIntent(); ownedBy(pi, req) && pi.Created >= horizon {
 			found[pi.ID] = pi
 		}
 	}

@@ -6,7 +6,18 @@ import (
 	"github.com/stripe/stripe-go/v79"
 )
 
-// outcomeOf reads the outcome of a confirmed PaymentIntent.
+// final reports whether a confirmed PaymentIntent's status is an outcome:
+// it succeeded, or its payment method was declined, or it was canceled.
+// processing and the like are not, whatever a first answer says.
+func final(pi *stripe.PaymentIntent) bool {
+	switch pi.Status {
+	case stripe.PaymentIntentStatusSucceeded, stripe.PaymentIntentStatusRequiresPaymentMethod, stripe.PaymentIntentStatusCanceled:
+		return true
+	}
+	return false
+}
+
+// outcomeOf reads the outcome of a PaymentIntent whose status is final.
 func outcomeOf(pi *stripe.PaymentIntent) *Charge {
 	charge := &Charge{PaymentIntentID: pi.ID, Succeeded: pi.Status == stripe.PaymentIntentStatusSucceeded}
 	if !charge.Succeeded {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -85,10 +86,17 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 		}
 		return nil, err
 	}
-	found, err := r.Charger.find(ctx, &ChargeRequest{
-		Intent: intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey},
-		State:  stripeonce.State{KeyCreatedAt: key.CreatedAt},
-	})
+	// Every attempt of the key, and a little before: the operator's check
+	// may page through more than a run's lookup does.
+	req := &ChargeRequest{Intent: intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey}}
+	window := stripeonce.Span{Since: key.CreatedAt.Add(-r.Charger.Rules().LookupLookback), Until: time.Now()}
+	found, err := r.Charger.find(ctx, req, window)
+	if errors.Is(err, errListTooLong) {
+		// A busy account: the operator's word stands on search alone, which
+		// sees everything older than its lag, as a parked key's attempts are.
+		found = map[string]*stripe.PaymentIntent{}
+		err = r.Charger.search(ctx, req, window, found)
+	}
 	if err != nil {
 		return nil, err
 	}

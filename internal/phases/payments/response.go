@@ -13,13 +13,15 @@ import (
 
 // View is a payment as the API shows it.
 type View struct {
-	ID                    int64     `json:"id"`
-	Amount                int64     `json:"amount"`
-	Currency              string    `json:"currency"`
-	Status                string    `json:"status"`
-	StripePaymentIntentID *string   `json:"stripe_payment_intent_id"`
-	Description           *string   `json:"description"`
-	CreatedAt             time.Time `json:"created_at"`
+	ID                    int64   `json:"id"`
+	Amount                int64   `json:"amount"`
+	Currency              string  `json:"currency"`
+	Status                string  `json:"status"`
+	StripePaymentIntentID *string `json:"stripe_payment_intent_id"`
+	Description           *string `json:"description"`
+	// AmountRefunded is what succeeded refunds gave back, in minor units.
+	AmountRefunded int64     `json:"amount_refunded"`
+	CreatedAt      time.Time `json:"created_at"`
 }
 
 // ViewOf returns the API view of p.
@@ -31,6 +33,7 @@ func ViewOf(p *dbsqlc.Payment) *View {
 		Status:                p.Status,
 		StripePaymentIntentID: p.StripePaymentIntentID,
 		Description:           p.Description,
+		AmountRefunded:        p.AmountRefunded,
 		CreatedAt:             p.CreatedAt.UTC(),
 	}
 }

@@ -36,10 +36,7 @@ type StripeConfig struct {
 	// trusted to show it (lists are strongly consistent; the margin covers
 	// clock skew between us and Stripe too). Defaults to 1m.
 	VisibilityMargin time.Duration
-	// LookupLookback is how far before its key's creation a lookup lists
-	// PaymentIntents: a failover that lost the key's commits makes the key
-	// row younger than the PaymentIntent. Older ones are found through
-	// search, whose lag no longer matters for them. Defaults to 1h.
+	// LookupLookback: see stripeonce.Rules.LookupLookback. Defaults to 2m.
 	LookupLookback time.Duration
 	// LookupGrace is how long past Stripe's idempotency window a key whose
 	// lookups keep failing waits before it is handed to an operator.
@@ -59,7 +56,6 @@ func (c *StripeConfig) setDefaults() {
 	defaultTo(&c.Timeout, 30*time.Second)
 	defaultTo(&c.ExecutionBound, 10*time.Minute)
 	defaultTo(&c.VisibilityMargin, time.Minute)
-	defaultTo(&c.LookupLookback, time.Hour)
 	defaultTo(&c.LookupGrace, 24*time.Hour)
 	if c.MaxConnsPerHost <= 0 {
 		c.MaxConnsPerHost = 64
@@ -94,7 +90,7 @@ func NewCharger(cfg StripeConfig) *Charger {
 		cfg: cfg,
 		rules: stripeonce.Rules{
 			ExecutionBound: cfg.ExecutionBound, VisibilityMargin: cfg.VisibilityMargin,
-			LookupGrace: cfg.LookupGrace, Observe: cfg.ObserveLookup,
+			LookupGrace: cfg.LookupGrace, LookupLookback: cfg.LookupLookback, Observe: cfg.ObserveLookup,
 		},
 	}
 }
@@ -114,3 +110,14 @@ func transport(conns int) *http.Transport {
 		ExpectContinueTimeout: time.Second,
 	}
 }
+
+// Client is the stripe-go client the charger uses, for other flows that
+// call Stripe (refunds) to share its connections and settings.
+func (c *Charger) Client() *client.API { return c.api }
+
+// Rules are the exactly-once rules the charger follows, for other flows to
+// follow too.
+func (c *Charger) Rules() stripeonce.Rules { return c.rules }
+
+// Timeout bounds every Stripe call.
+func (c *Charger) Timeout() time.Duration { return c.cfg.Timeout }

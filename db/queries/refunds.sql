@@ -1,0 +1,117 @@
+-- PaymentLockForRefund locks the caller's payment for a refund decision and
+-- reads what its refunds already take (amount_reserved): the locking read
+-- returns the row as the last competing refund committed it. It returns no
+-- row for a payment that is not the user's.
+-- name: PaymentLockForRefund :one
+SELECT id, amount, currency, status, stripe_payment_intent_id, amount_reserved
+FROM payments
+WHERE id = @id
+  AND user_id = @user_id
+FOR UPDATE;
+
+-- RefundInsert creates the pending refund, reserves its amount on the
+-- payment, and audits it, in one statement (the payment is locked).
+-- name: RefundInsert :one
+WITH reserved AS (
+    UPDATE payments AS p
+    SET amount_reserved = p.amount_reserved + sqlc.arg(amount),
+        updated_at      = now()
+    WHERE p.id = sqlc.arg(payment_id)
+), refund AS (
+    INSERT INTO refunds (user_id, payment_id, idempotency_key_id, amount, currency, reason)
+    VALUES (@user_id, @payment_id, @idempotency_key_id, @amount, @currency, sqlc.narg(reason))
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
+    SELECT r.user_id, 'refund.created', 'refund', r.id,
+           jsonb_build_object('payment_id', r.payment_id, 'amount', r.amount, 'idempotency_key_id', r.idempotency_key_id)
+    FROM refund AS r
+)
+SELECT *
+FROM refund;
+
+-- name: RefundGetByIdempotencyKeyID :one
+SELECT *
+FROM refunds
+WHERE idempotency_key_id = @idempotency_key_id;
+
+-- RefundGetByIDForUser scopes the lookup to the owner.
+-- name: RefundGetByIDForUser :one
+SELECT *
+FROM refunds
+WHERE id = @id
+  AND user_id = @user_id;
+
+-- RefundRecordOutcome records what Stripe made of a refund, moves the
+-- payment's amounts with it (a succeeded refund is refunded, a failed one
+-- gives its reservation back), and audits it: one statement.
+-- name: RefundRecordOutcome :one
+WITH refund AS (
+    UPDATE refunds
+    SET status           = @status,
+        stripe_refund_id = coalesce(sqlc.narg(stripe_refund_id), stripe_refund_id),
+        failure_reason   = sqlc.narg(failure_reason),
+        updated_at       = now()
+    WHERE refunds.id = sqlc.arg(id)
+    RETURNING *
+), payment AS (
+    UPDATE payments AS p
+    SET amount_refunded = p.amount_refunded + CASE WHEN r.status = 'succeeded' THEN r.amount ELSE 0 END,
+        amount_reserved = p.amount_reserved - CASE WHEN r.status = 'failed' THEN r.amount ELSE 0 END,
+        updated_at      = now()
+    FROM refund AS r
+    WHERE p.id = r.payment_id
+      AND r.status <> 'pending'
+), audit AS (
+    INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
+    SELECT r.user_id, 'refund.' || r.status, 'refund', r.id,
+           jsonb_strip_nulls(jsonb_build_object('payment_id', r.payment_id, 'amount', r.amount,
+               'stripe_refund_id', r.stripe_refund_id, 'failure_reason', r.failure_reason))
+    FROM refund AS r
+)
+SELECT *
+FROM refund;
+
+-- RefundMarkAttemptSpent: see PaymentMarkAttemptSpent.
+-- name: RefundMarkAttemptSpent :one
+UPDATE refunds
+SET refund_attempt_spent_at = coalesce(refund_attempt_spent_at, now()),
+    updated_at              = now()
+WHERE id = @id
+  AND refund_attempt = @refund_attempt
+RETURNING *;
+
+-- RefundNextAttempt: see PaymentNextAttempt.
+-- name: RefundNextAttempt :one
+UPDATE refunds
+SET refund_attempt          = refund_attempt + 1,
+    refund_attempt_spent_at = NULL,
+    refund_attempt_at       = now(),
+    updated_at              = now()
+WHERE id = @id
+  AND refund_attempt = @refund_attempt
+RETURNING *;
+
+-- RefundListForPayment pages a payment's refunds newest first, older than
+-- the cursor id (the newest when it is NULL): an index range scan on
+-- (payment_id, id), so a page costs the same however many there are. It
+-- reads limit + 1 rows to tell has_more.
+-- name: RefundListForPayment :many
+SELECT *
+FROM refunds
+WHERE payment_id = @payment_id
+  AND user_id = @user_id
+  AND id < coalesce(sqlc.narg(starting_after)::bigint, 9223372036854775807)
+ORDER BY id DESC
+LIMIT @max_rows;
+
+-- RefundListForPaymentBefore pages the other way, newer than ending_before,
+-- oldest first; the caller reverses the page.
+-- name: RefundListForPaymentBefore :many
+SELECT *
+FROM refunds
+WHERE payment_id = @payment_id
+  AND user_id = @user_id
+  AND id > @ending_before
+ORDER BY id
+LIMIT @max_rows;

@@ -1,0 +1,252 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v79"
+
+	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/internal/testutil"
+)
+
+type refund struct {
+	ID             int64   `json:"id"`
+	PaymentID      int64   `json:"payment_id"`
+	Amount         int64   `json:"amount"`
+	Currency       string  `json:"currency"`
+	Status         string  `json:"status"`
+	Reason         *string `json:"reason"`
+	StripeRefundID *string `json:"stripe_refund_id"`
+}
+
+// postRefund sends POST /payments/{id}/refunds.
+func postRefund(t *testing.T, svc *testutil.Service, apiKey, idemKey string, paymentID int64, body string) *testutil.Response {
+	t.Helper()
+	return svc.Do(t, http.MethodPost, fmt.Sprintf("/payments/%d/refunds", paymentID), body,
+		"Authorization", "Bearer "+apiKey, "Idempotency-Key", idemKey, "Content-Type", "application/json")
+}
+
+// paid makes a succeeded payment of 2000 and returns it.
+func paid(t *testing.T, svc *testutil.Service, apiKey, key string) payment {
+	t.Helper()
+	resp := svc.PostPayment(t, apiKey, key, visa)
+	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+	return decode[payment](t, resp)
+}
+
+func getPaymentOf(t *testing.T, svc *testutil.Service, apiKey string, id int64) map[string]any {
+	t.Helper()
+	resp := svc.Do(t, http.MethodGet, fmt.Sprintf("/payments/%d", id), "", "Authorization", "Bearer "+apiKey)
+	require.Equal(t, http.StatusOK, resp.Status)
+	return decode[map[string]any](t, resp)
+}
+
+func TestRefundPartThenTheRestThenNoMore(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay")
+
+	first := postRefund(t, svc, apiKey, "r1", p.ID, `{"amount": 500, "reason": "requested_by_customer"}`)
+	require.Equal(t, http.StatusCreated, first.Status, "body: %s", first.Body)
+	r1 := decode[refund](t, first)
+	require.Equal(t, refund{ID: r1.ID, PaymentID: p.ID, Amount: 500, Currency: "usd", Status: "succeeded",
+		Reason: r1.Reason, StripeRefundID: r1.StripeRefundID}, r1)
+	require.Equal(t, "requested_by_customer", *r1.Reason)
+	require.Equal(t, fmt.Sprintf("/refunds/%d", r1.ID), first.Header.Get("Location"))
+	got := svc.Do(t, http.MethodGet, first.Header.Get("Location"), "", "Authorization", "Bearer "+apiKey)
+	require.Equal(t, http.StatusOK, got.Status)
+	require.JSONEq(t, string(first.Body), string(got.Body))
+	require.EqualValues(t, 500, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+
+	replay := postRefund(t, svc, apiKey, "r1", p.ID, `{"reason": "requested_by_customer", "amount": 500}`)
+	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, string(first.Body), string(replay.Body))
+
+	rest := postRefund(t, svc, apiKey, "r2", p.ID, `{}`)
+	require.Equal(t, http.StatusCreated, rest.Status, "body: %s", rest.Body)
+	require.EqualValues(t, 1500, decode[refund](t, rest).Amount, "no amount: all that remains")
+	require.EqualValues(t, 2000, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+
+	more := postRefund(t, svc, apiKey, "r3", p.ID, `{"amount": 1}`)
+	prob := requireProblem(t, more, http.StatusBadRequest, "refund-exceeds-payment")
+	require.Equal(t, p.ID, prob.PaymentID)
+	again := postRefund(t, svc, apiKey, "r3", p.ID, `{"amount": 1}`)
+	require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"), "a refusal is stored")
+
+	refunds := svc.Stripe.Refunds()
+	require.Len(t, refunds, 2)
+	var total int64
+	for _, r := range refunds {
+		total += r.Amount
+	}
+	require.EqualValues(t, 2000, total, "Stripe was never asked for more than the payment")
+}
+
+// Twenty concurrent refunds of a tenth of a payment, each under its own
+// key: exactly ten are made, ten are refused, and Stripe refunds exactly
+// the payment.
+func TestConcurrentRefundsNeverOverRefund(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay")
+
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		answers = map[int]int{}
+	)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := postRefund(t, svc, apiKey, fmt.Sprintf("tenth-%d", i), p.ID, `{"amount": 200}`)
+			mu.Lock()
+			answers[resp.Status]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, map[int]int{http.StatusCreated: 10, http.StatusBadRequest: 10}, answers)
+	require.Len(t, svc.Stripe.Refunds(), 10)
+	require.EqualValues(t, 2000, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+	var refused int
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM idempotency_keys WHERE convert_from(response_body, 'UTF8') LIKE '%refund-exceeds-payment%'`).Scan(&refused))
+	require.Equal(t, 10, refused, "every refusal is stored as refund-exceeds-payment")
+}
+
+func TestRefundRefusalsAndScope(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+	_, otherKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay")
+
+	declined := svc.PostPayment(t, apiKey, "declined", `{"amount": 900, "currency": "usd", "payment_method": "pm_card_chargeDeclined"}`)
+	require.Equal(t, http.StatusPaymentRequired, declined.Status)
+	failedID := decode[problemBody](t, declined).PaymentID
+	requireProblem(t, postRefund(t, svc, apiKey, "of-declined", failedID, `{}`), http.StatusBadRequest, "payment-not-refundable")
+
+	// Another user's payment, or none: 404, and nothing stored, so the key
+	// stays free for the caller's own payment.
+	requireProblem(t, postRefund(t, svc, otherKey, "mine", p.ID, `{}`), http.StatusNotFound, "not-found")
+	requireProblem(t, postRefund(t, svc, apiKey, "nowhere", 999999, `{}`), http.StatusNotFound, "not-found")
+	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "nowhere", p.ID, `{"amount": 100}`).Status)
+
+	// One key and body sent to two payments are two requests.
+	p2 := paid(t, svc, apiKey, "pay-2")
+	requireProblem(t, postRefund(t, svc, apiKey, "nowhere", p2.ID, `{"amount": 100}`), http.StatusUnprocessableEntity, "idempotency-key-reused")
+
+	for _, body := range []string{`{"amount": 0}`, `{"amount": "5"}`, `{"reason": "because"}`, `{"tip": 1}`, `[]`} {
+		requireProblem(t, postRefund(t, svc, apiKey, "bad", p.ID, body), http.StatusBadRequest, "invalid-request")
+	}
+	requireProblem(t, svc.Do(t, http.MethodPost, "/payments/abc/refunds", `{}`, "Authorization", "Bearer "+apiKey,
+		"Idempotency-Key", "bad", "Content-Type", "application/json"), http.StatusBadRequest, "invalid-request")
+	require.Len(t, svc.Stripe.Refunds(), 1)
+}
+
+// A refund's indeterminate 500 that did refund is adopted, never made twice;
+// a refund that fails at Stripe gives its amount back.
+func TestRefundOutcomesFromStripe(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay")
+
+	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500Charged})
+	requireProblem(t, postRefund(t, svc, apiKey, "r1", p.ID, `{"amount": 700}`), http.StatusServiceUnavailable, "processor-unavailable")
+	require.Len(t, svc.Stripe.Refunds(), 1, "the 500 did refund")
+	resp := postRefund(t, svc, apiKey, "r1", p.ID, `{"amount": 700}`)
+	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, svc.Stripe.Refunds()[0].ID, *decode[refund](t, resp).StripeRefundID)
+	require.Len(t, svc.Stripe.Refunds(), 1, "adopted, not made twice")
+
+	// A pending refund holds its amount: it counts against the payment,
+	// though Stripe has not refunded it yet.
+	require.NoError(t, svc.Stripe.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	pending := postRefund(t, svc, apiKey, "r2", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, pending.Status, "body: %s", pending.Body)
+	require.Equal(t, "pending", decode[refund](t, pending).Status)
+	require.EqualValues(t, 700, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+	require.NoError(t, svc.Stripe.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
+
+	// Refunded behind our back (in Stripe's dashboard, say): Stripe refuses
+	// more than it holds, the refusal is stored, and the refused refund
+	// gives its amount back.
+	behind := &stripe.RefundParams{PaymentIntent: p.StripePaymentIntentID, Amount: stripe.Int64(500)}
+	_, err := stripeClient(&testutil.Emulator{Server: svc.Stripe, URL: svc.StripeURL}).Refunds.New(behind)
+	require.NoError(t, err)
+	refused := postRefund(t, svc, apiKey, "r3", p.ID, `{}`)
+	prob := requireProblem(t, refused, http.StatusBadRequest, "refund-rejected")
+	require.Equal(t, p.ID, prob.PaymentID)
+	rest := postRefund(t, svc, apiKey, "r4", p.ID, `{"amount": 200}`)
+	require.Equal(t, http.StatusCreated, rest.Status, "the refused 700 was given back; body: %s", rest.Body)
+	require.EqualValues(t, 900, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+}
+
+func TestListsPageNewestFirstAndStayScoped(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+	_, otherKey := svc.NewUser(t)
+	var ids []int64
+	for i := range 5 {
+		ids = append(ids, paid(t, svc, apiKey, fmt.Sprintf("p%d", i)).ID)
+	}
+	paid(t, svc, otherKey, "theirs")
+	auth := "Bearer " + apiKey
+	type page struct {
+		Object  string    `json:"object"`
+		Data    []payment `json:"data"`
+		HasMore bool      `json:"has_more"`
+		URL     string    `json:"url"`
+	}
+	idsOf := func(p page) []int64 {
+		var out []int64
+		for _, d := range p.Data {
+			out = append(out, d.ID)
+		}
+		return out
+	}
+	first := decode[page](t, svc.Do(t, http.MethodGet, "/payments?limit=2", "", "Authorization", auth))
+	require.Equal(t, "list", first.Object)
+	require.Equal(t, []int64{ids[4], ids[3]}, idsOf(first))
+	require.True(t, first.HasMore)
+	next := decode[page](t, svc.Do(t, http.MethodGet, fmt.Sprintf("/payments?limit=2&starting_after=%d", ids[3]), "", "Authorization", auth))
+	require.Equal(t, []int64{ids[2], ids[1]}, idsOf(next))
+	last := decode[page](t, svc.Do(t, http.MethodGet, fmt.Sprintf("/payments?limit=2&starting_after=%d", ids[1]), "", "Authorization", auth))
+	require.Equal(t, []int64{ids[0]}, idsOf(last))
+	require.False(t, last.HasMore)
+	back := decode[page](t, svc.Do(t, http.MethodGet, fmt.Sprintf("/payments?limit=2&ending_before=%d", ids[1]), "", "Authorization", auth))
+	require.Equal(t, []int64{ids[3], ids[2]}, idsOf(back), "newer ones, still newest first")
+	require.True(t, back.HasMore)
+	all := decode[page](t, svc.Do(t, http.MethodGet, "/payments", "", "Authorization", auth))
+	require.Len(t, all.Data, 5, "only the caller's")
+
+	for _, q := range []string{"limit=0", "limit=101", "limit=x", "starting_after=-1", "starting_after=1&ending_before=2", "sort=asc"} {
+		requireProblem(t, svc.Do(t, http.MethodGet, "/payments?"+q, "", "Authorization", auth), http.StatusBadRequest, "invalid-request")
+	}
+
+	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "r1", ids[0], `{"amount": 100}`).Status)
+	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "r2", ids[0], `{"amount": 200}`).Status)
+	type refundPage struct {
+		Data    []refund `json:"data"`
+		HasMore bool     `json:"has_more"`
+		URL     string   `json:"url"`
+	}
+	rp := decode[refundPage](t, svc.Do(t, http.MethodGet, fmt.Sprintf("/payments/%d/refunds", ids[0]), "", "Authorization", auth))
+	require.Len(t, rp.Data, 2)
+	require.EqualValues(t, 200, rp.Data[0].Amount, "newest first")
+	require.Equal(t, fmt.Sprintf("/payments/%d/refunds", ids[0]), rp.URL)
+	requireProblem(t, svc.Do(t, http.MethodGet, fmt.Sprintf("/payments/%d/refunds", ids[0]), "", "Authorization", "Bearer "+otherKey),
+		http.StatusNotFound, "not-found")
+	requireProblem(t, svc.Do(t, http.MethodGet, fmt.Sprintf("/refunds/%d", rp.Data[0].ID), "", "Authorization", "Bearer "+otherKey),
+		http.StatusNotFound, "not-found")
+}

@@ -1,0 +1,205 @@
+package refunds
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/intent"
+	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/stripeonce"
+)
+
+// FlowName is the refund flow's name on its keys.
+const FlowName = "refund"
+
+// RefundCreated is the refund flow's own recovery point: the refund is
+// decided and recorded as pending; Stripe comes next.
+const RefundCreated phases.RecoveryPoint = "refund_created"
+
+// Refund statuses: Stripe's.
+const (
+	StatusPending   = "pending"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+)
+
+type flow struct {
+	pool      *pgxpool.Pool
+	namespace uuid.UUID
+	refunder  *Refunder
+	queries   *dbsqlc.Queries
+}
+
+// NewFlow returns the refund flow for the phase engine. namespace is the
+// deployment's (see package intent).
+func NewFlow(pool *pgxpool.Pool, namespace uuid.UUID, refunder *Refunder) phases.Flow {
+	f := &flow{pool: pool, namespace: namespace, refunder: refunder, queries: dbsqlc.New()}
+	return phases.Flow{Name: FlowName, Steps: map[phases.RecoveryPoint]phases.Step{
+		phases.Started: phases.Local(f.decide),
+		RefundCreated:  phases.Foreign(f.refund, f.record),
+	}}
+}
+
+// decide locks the payment and decides the refund against what its other
+// refunds, in flight or done, already take. A refusal is stored and
+// replayed like any answer.
+func (f *flow) decide(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
+	var p Params
+	if err := json.Unmarshal(run.Key.RequestParams, &p); err != nil {
+		return phases.Transition{}, fmt.Errorf("error decoding stored request: %w", err)
+	}
+	payment, err := f.queries.PaymentLockForRefund(ctx, tx, &dbsqlc.PaymentLockForRefundParams{ID: p.PaymentID, UserID: run.Key.UserID})
+	if err = db.InterpretError(err); err != nil {
+		// The API checked the payment before reserving the key, and
+		// payments are never deleted.
+		return phases.Transition{}, fmt.Errorf("error locking payment %d: %w", p.PaymentID, err)
+	}
+	if payment.Status != payments.StatusSucceeded {
+		return phases.FinishWith(notRefundable(payment.ID, payment.Status)), nil
+	}
+	remaining := payment.Amount - payment.AmountReserved
+	amount := remaining
+	if p.Amount != nil {
+		amount = *p.Amount
+	}
+	if amount < 1 || amount > remaining {
+		return phases.FinishWith(exceedsPayment(payment.ID, amount, remaining)), nil
+	}
+	row, err := f.queries.RefundInsert(ctx, tx, &dbsqlc.RefundInsertParams{
+		UserID: run.Key.UserID, PaymentID: payment.ID, IdempotencyKeyID: &run.Key.ID,
+		Amount: amount, Currency: payment.Currency, Reason: p.Reason,
+	})
+	if err != nil {
+		return phases.Transition{}, fmt.Errorf("error inserting refund: %w", err)
+	}
+	phases.Keep(run, &state{refund: (*dbsqlc.Refund)(row), paymentIntentID: *payment.StripePaymentIntentID})
+	return phases.AdvanceTo(RefundCreated), nil
+}
+
+// state is what the decision hands to the Stripe call.
+type state struct {
+	refund          *dbsqlc.Refund
+	paymentIntentID string
+}
+
+// refund is the flow's one foreign call.
+func (f *flow) refund(ctx context.Context, run *phases.Run) (*Outcome, error) {
+	st, err := f.state(ctx, f.pool, run)
+	if err != nil {
+		return nil, err
+	}
+	r := st.refund
+	return f.refunder.Refund(ctx, &Request{
+		Intent:          intent.Intent{Namespace: f.namespace, UserID: run.Key.UserID, Key: run.Key.IdempotencyKey},
+		PaymentIntentID: st.paymentIntentID,
+		Amount:          r.Amount,
+		Currency:        r.Currency,
+		Reason:          r.Reason,
+		State: stripeonce.State{
+			KeyCreatedAt: run.Key.CreatedAt,
+			Now:          run.Now,
+			Attempt:      int(r.RefundAttempt),
+			AttemptAt:    r.RefundAttemptAt,
+			SpentAt:      r.RefundAttemptSpentAt,
+			Progress:     &progress{flow: f, run: run, st: st},
+		},
+	})
+}
+
+// record stores what Stripe made of the refund; a failed or refused refund
+// gives its amount back to the payment.
+func (f *flow) record(ctx context.Context, tx pgx.Tx, run *phases.Run, out *Outcome) (phases.Transition, error) {
+	st, err := f.state(ctx, tx, run)
+	if err != nil {
+		return phases.Transition{}, err
+	}
+	update := &dbsqlc.RefundRecordOutcomeParams{ID: st.refund.ID, Status: out.Status}
+	if out.StripeRefundID != "" {
+		update.StripeRefundID = &out.StripeRefundID
+	}
+	if out.FailureReason != "" {
+		update.FailureReason = &out.FailureReason
+	}
+	if out.Rejected {
+		update.Status, update.FailureReason = StatusFailed, &out.Code
+	}
+	row, err := f.queries.RefundRecordOutcome(ctx, tx, update)
+	if err != nil {
+		return phases.Transition{}, fmt.Errorf("error recording refund: %w", err)
+	}
+	refund := (*dbsqlc.Refund)(row)
+	if out.Rejected {
+		return phases.FinishWith(rejected(refund, out)), nil
+	}
+	return phases.FinishWith(createdResponse(refund)), nil
+}
+
+// state is the run's refund and its PaymentIntent: handed over by the
+// decision, or read back when the run resumed the key.
+func (f *flow) state(ctx context.Context, dbtx dbsqlc.DBTX, run *phases.Run) (*state, error) {
+	if st, ok := phases.Kept[*state](run); ok {
+		return st, nil
+	}
+	refund, err := f.queries.RefundGetByIdempotencyKeyID(ctx, dbtx, &run.Key.ID)
+	if err = db.InterpretError(err); err != nil {
+		return nil, fmt.Errorf("error loading refund of idempotency key %d: %w", run.Key.ID, err)
+	}
+	payment, err := f.queries.PaymentGetByIDForUser(ctx, dbtx, &dbsqlc.PaymentGetByIDForUserParams{ID: refund.PaymentID, UserID: refund.UserID})
+	if err = db.InterpretError(err); err != nil {
+		return nil, fmt.Errorf("error loading payment %d: %w", refund.PaymentID, err)
+	}
+	if payment.StripePaymentIntentID == nil {
+		return nil, errors.New("a refunded payment has no PaymentIntent")
+	}
+	st := &state{refund: refund, paymentIntentID: *payment.StripePaymentIntentID}
+	phases.Keep(run, st)
+	return st, nil
+}
+
+// progress records a refund's Stripe attempts on its row, fenced by the
+// run's lease.
+type progress struct {
+	flow *flow
+	run  *phases.Run
+	st   *state
+}
+
+func (p *progress) Spent(ctx context.Context, attempt int) (time.Time, error) {
+	var spentAt time.Time
+	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		row, err := p.flow.queries.RefundMarkAttemptSpent(ctx, tx, &dbsqlc.RefundMarkAttemptSpentParams{
+			ID: p.st.refund.ID, RefundAttempt: int32(attempt),
+		})
+		if err != nil {
+			return fmt.Errorf("error recording spent Stripe attempt: %w", db.InterpretError(err))
+		}
+		spentAt, p.st.refund = *row.RefundAttemptSpentAt, (*dbsqlc.Refund)(row)
+		return nil
+	})
+	return spentAt, err
+}
+
+func (p *progress) Next(ctx context.Context, attempt int) (time.Time, error) {
+	var at time.Time
+	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		row, err := p.flow.queries.RefundNextAttempt(ctx, tx, &dbsqlc.RefundNextAttemptParams{
+			ID: p.st.refund.ID, RefundAttempt: int32(attempt),
+		})
+		if err != nil {
+			return fmt.Errorf("error moving to the next Stripe attempt: %w", db.InterpretError(err))
+		}
+		p.st.refund, at = row, row.RefundAttemptAt
+		return nil
+	})
+	return at, err
+}

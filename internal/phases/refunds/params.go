@@ -1,0 +1,86 @@
+package refunds
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/jsonbody"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/problem"
+)
+
+// Reasons are the refund reasons Stripe accepts.
+var Reasons = []string{"duplicate", "fraudulent", "requested_by_customer"}
+
+// Params is a validated refund request: the path's payment and the body.
+type Params struct {
+	PaymentID int64 `json:"payment_id"`
+	// Amount is nil for "all that is still refundable".
+	Amount *int64  `json:"amount,omitempty"`
+	Reason *string `json:"reason,omitempty"`
+}
+
+// Decode decodes a refund request for the API: the payment id from the path
+// and the body, strictly, as canonical params (a null member is a member
+// left out).
+func Decode(body []byte, pathValue func(string) string) ([]byte, []problem.FieldError) {
+	p, errs := DecodeParams(body, pathValue("id"))
+	if errs != nil {
+		return nil, errs
+	}
+	b, _ := json.Marshal(p) // integers and known strings: it cannot fail
+	return b, nil
+}
+
+// DecodeParams validates a refund request.
+func DecodeParams(body []byte, paymentID string) (*Params, []problem.FieldError) {
+	var p Params
+	id, err := strconv.ParseInt(paymentID, 10, 64)
+	if err != nil || id < 1 {
+		return nil, []problem.FieldError{{Pointer: "", Detail: "the payment id in the path must be a positive integer"}}
+	}
+	p.PaymentID = id
+	o, errs := jsonbody.Parse(body, "amount", "reason")
+	if errs != nil {
+		return nil, errs
+	}
+	if n, ok := o.Int("amount", payments.MinAmount, payments.MaxAmount, false, " (minor units)"); ok {
+		p.Amount = &n
+	}
+	if s, ok := o.String("reason", false, func(s string) bool { return slices.Contains(Reasons, s) },
+		"must be one of duplicate, fraudulent, requested_by_customer"); ok {
+		p.Reason = &s
+	}
+	if errs := o.Errors(); errs != nil {
+		return nil, errs
+	}
+	return &p, nil
+}
+
+// Admitter refuses, before its key is reserved, a refund of a payment that
+// is not the caller's or does not exist: 404, not stored.
+func Admitter(pool *pgxpool.Pool) func(ctx context.Context, userID int64, params []byte) (*problem.Problem, error) {
+	q := dbsqlc.New()
+	return func(ctx context.Context, userID int64, params []byte) (*problem.Problem, error) {
+		var p Params
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, fmt.Errorf("error decoding refund params: %w", err)
+		}
+		_, err := q.PaymentGetByIDForUser(ctx, pool, &dbsqlc.PaymentGetByIDForUserParams{ID: p.PaymentID, UserID: userID})
+		switch err = db.InterpretError(err); {
+		case errors.Is(err, db.ErrNotFound):
+			return problem.New(problem.NotFound, "No such payment."), nil
+		case err != nil:
+			return nil, err
+		}
+		return nil, nil
+	}
+}
