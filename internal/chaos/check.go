@@ -47,6 +47,9 @@ type Verdict struct {
 	JobsRerun int
 	// NeedsAttention lists the keys parked for an operator, with why.
 	NeedsAttention []string
+	// StripeRefunds counts the emulator's refunds; RefundedPayments the
+	// payments with money given back.
+	StripeRefunds, RefundedPayments int
 }
 
 // Passed reports whether every check passed.

@@ -64,6 +64,9 @@ func (c *Clients) client(ctx context.Context, stopNew <-chan struct{}, idx int) 
 		in := c.newIntent(rng, idx, n)
 		c.Ledger.Add(in)
 		c.drive(ctx, rng, in)
+		if in.Status == http.StatusCreated && rng.Float64() < c.Cfg.Refund {
+			c.refund(ctx, rng, in)
+		}
 		if c.Cfg.Think > 0 {
 			select {
 			case <-stopNew:
@@ -98,6 +101,47 @@ func (c *Clients) newIntent(rng *rand.Rand, idx, n int) *Intent {
 	}
 	in.Body, _ = json.Marshal(body)
 	return in
+}
+
+// refund refunds the payment in.Response made, in one of three ways: all
+// of it, a third of it, or three concurrent refunds of 40% each under their
+// own keys, of which the service must refuse one.
+func (c *Clients) refund(ctx context.Context, rng *rand.Rand, paid *Intent) {
+	var payment struct {
+		ID     int64 `json:"id"`
+		Amount int64 `json:"amount"`
+	}
+	if json.Unmarshal(paid.Response, &payment) != nil || payment.ID == 0 {
+		return
+	}
+	newRefund := func(i int, body map[string]any) *Intent {
+		in := &Intent{Client: paid.Client, User: paid.User, Key: fmt.Sprintf("%s-refund-%d", paid.Key, i),
+			Refund: true, PaymentID: payment.ID, GiveUpAfter: paid.GiveUpAfter, Started: time.Now()}
+		if a, ok := body["amount"].(int64); ok {
+			in.Amount = a
+		}
+		in.Body, _ = json.Marshal(body)
+		c.Ledger.Add(in)
+		return in
+	}
+	switch rng.IntN(3) {
+	case 0:
+		c.drive(ctx, rng, newRefund(1, map[string]any{}))
+	case 1:
+		c.drive(ctx, rng, newRefund(1, map[string]any{"amount": max(payment.Amount/3, 1), "reason": "requested_by_customer"}))
+	default:
+		var wg sync.WaitGroup
+		for i := range 3 {
+			in := newRefund(i+1, map[string]any{"amount": max(payment.Amount*2/5, 1)})
+			own := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.drive(ctx, own, in)
+			}()
+		}
+		wg.Wait()
+	}
 }
 
 // drive sends the intent until it is answered definitely, the client gives
@@ -151,7 +195,7 @@ type attempt struct {
 }
 
 func (c *Clients) post(ctx context.Context, target string, in *Intent) attempt {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"/payments", bytes.NewReader(in.Body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+in.Path(), bytes.NewReader(in.Body))
 	if err != nil {
 		return attempt{label: "harness:" + err.Error()}
 	}
@@ -178,7 +222,7 @@ func (c *Clients) post(ctx context.Context, target string, in *Intent) attempt {
 	}
 	switch s := a.status; {
 	case s == http.StatusCreated, s == http.StatusPaymentRequired,
-		s == http.StatusBadRequest && slug == "payment-rejected":
+		s == http.StatusBadRequest && (slug == "payment-rejected" || strings.HasPrefix(slug, "refund-") || slug == "payment-not-refundable"):
 		a.definite, a.mustExist = true, true
 	case s == http.StatusConflict:
 		a.retry, a.mustExist = true, true

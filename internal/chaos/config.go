@@ -39,6 +39,10 @@ type Config struct {
 	GiveUp float64
 	// Decline is the share of intents paid with a declining card.
 	Decline float64
+	// Refund is the share of succeeded payments that their client then
+	// refunds: in full, in part, or by three concurrent refunds of 40%
+	// each under their own keys (two succeed, one is refused).
+	Refund float64
 	// Faults is the emulator's chaos while the run lasts.
 	Faults stripefake.AdminChaos
 	// PGData and PGPort name the harness's own Postgres cluster.
@@ -84,6 +88,7 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.DurationVar(&cfg.Think, "think", 200*time.Millisecond, "upper bound of a client's random pause between intents")
 	fs.Float64Var(&cfg.GiveUp, "give-up", 0.15, "share of intents whose client gives up after 1-2 attempts")
 	fs.Float64Var(&cfg.Decline, "decline", 0.10, "share of intents paid with pm_card_chargeDeclined")
+	fs.Float64Var(&cfg.Refund, "refund", 0.30, "share of succeeded payments then refunded (full, partial, or three concurrent refunds)")
 	fs.Float64Var(&cfg.Faults.P500, "p-500", cfg.Faults.P500, "emulator: probability of a 500 on a create")
 	fs.Float64Var(&cfg.Faults.PLostAnswer, "p-lost-answer", cfg.Faults.PLostAnswer, "emulator: probability of a charge whose answer is lost")
 	fs.Float64Var(&cfg.Faults.PHang, "p-hang", cfg.Faults.PHang, "emulator: probability of a hang")
@@ -124,7 +129,7 @@ func (c *Config) validate() error {
 	if c.KillEvery < 0 || c.Drain <= 0 || c.Think < 0 {
 		errs = append(errs, errors.New("-kill-every and -think must not be negative, -drain must be positive"))
 	}
-	for _, p := range []float64{c.GiveUp, c.Decline} {
+	for _, p := range []float64{c.GiveUp, c.Decline, c.Refund} {
 		if p < 0 || p > 1 {
 			errs = append(errs, errors.New("-give-up and -decline must be within [0, 1]"))
 		}

@@ -56,6 +56,12 @@ func (e *Emulator) PaymentIntents(ctx context.Context) ([]stripefake.PaymentInte
 	return pis, e.do(ctx, http.MethodGet, "/_fake/payment_intents", nil, &pis)
 }
 
+// Refunds returns every refund the emulator holds.
+func (e *Emulator) Refunds(ctx context.Context) ([]stripefake.Refund, error) {
+	var rs []stripefake.Refund
+	return rs, e.do(ctx, http.MethodGet, "/_fake/refunds", nil, &rs)
+}
+
 func (e *Emulator) do(ctx context.Context, method, path string, in, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

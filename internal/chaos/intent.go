@@ -20,9 +20,13 @@ type Intent struct {
 	Client int
 	User   User
 	Key    string
-	Body   []byte
-	Card   string
-	Amount int64
+	// Refund is set for a refund of payment PaymentID; otherwise the
+	// intent is a payment.
+	Refund    bool
+	PaymentID int64
+	Body      []byte
+	Card      string
+	Amount    int64
 	// GiveUpAfter is the attempt after which the client gives up without a
 	// definite answer; 0 means it never does.
 	GiveUpAfter int
@@ -48,6 +52,14 @@ type Intent struct {
 
 // Definite reports whether the client got a definite answer.
 func (in *Intent) Definite() bool { return in.Status != 0 }
+
+// Path is where the intent is sent.
+func (in *Intent) Path() string {
+	if in.Refund {
+		return "/payments/" + strconv.FormatInt(in.PaymentID, 10) + "/refunds"
+	}
+	return "/payments"
+}
 
 // Ledger records every intent and every attempt's answer.
 type Ledger struct {

@@ -21,7 +21,9 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration)
 	charges := &Check{N: 3, Name: "every PaymentIntent has its payment; none charged twice"}
 	receipts := &Check{N: 4, Name: "one receipt per succeeded payment, none per failed"}
 	drained := &Check{N: 5, Name: "every key finished within the drain bound"}
-	v.Checks = []*Check{keys, outcomes, charges, receipts, drained}
+	refunds := &Check{N: 6, Name: "one Stripe Refund per refund key; refunded = succeeded refunds <= amount"}
+	v.Checks = []*Check{keys, outcomes, charges, receipts, drained, refunds}
+	checkRefunds(refunds, snap, v)
 
 	// PaymentIntents by our payment id, through the intent in their
 	// metadata: the deployment's namespace, the user and the client's key.
@@ -104,7 +106,7 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration)
 				k.RecoveryPoint, k.Runs, deref(k.LockedBy), timeText(k.LockedAt), k.LastRunAt.Format("15:04:05.000"))
 			continue
 		}
-		if code := *k.ResponseCode; code != http.StatusCreated && code != http.StatusPaymentRequired {
+		if code := *k.ResponseCode; code != http.StatusCreated && code != http.StatusPaymentRequired && !(in.Refund && code == http.StatusBadRequest) {
 			keys.Failf("key %s (id %d): finished with %d: %s", in.Key, k.ID, code, k.ResponseBody)
 			continue
 		}
@@ -114,7 +116,11 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration)
 			v.FinishedWithoutClient++
 		}
 		outcomes.Checked++
-		checkOutcome(outcomes, in, k, snap, piOf)
+		if in.Refund {
+			checkRefund(outcomes, in, k, snap)
+		} else {
+			checkOutcome(outcomes, in, k, snap, piOf)
+		}
 	}
 	for uk, rows := range snap.Keys {
 		if !seen[uk] {

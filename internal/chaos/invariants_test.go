@@ -26,20 +26,24 @@ func world() ([]*Intent, *Snapshot) {
 	user := User{UserID: 7, APIKey: "k"}
 	paid := []byte(`{"id":1,"amount":500,"currency":"usd","status":"succeeded","stripe_payment_intent_id":"pi_a"}`)
 	declined := []byte(`{"type":"https://paymentsd.dev/problems/card-declined","status":402,"payment_id":2}`)
+	refunded := []byte(`{"id":1,"payment_id":1,"amount":200,"status":"succeeded"}`)
 	intents := []*Intent{
 		{User: user, Key: "a", Card: CardVisa, Amount: 500, Status: 201, Response: paid, MustExist: true},
 		{User: user, Key: "b", Card: CardDeclined, Amount: 900, Status: 402, Response: declined, MustExist: true},
+		{User: user, Key: "a-refund-1", Refund: true, PaymentID: 1, Amount: 200, Status: 201, Response: refunded, MustExist: true},
 	}
 	code201, code402 := int32(201), int32(402)
-	keyA, keyB, piA := int64(10), int64(11), "pi_a"
+	keyA, keyB, keyR, piA, reA := int64(10), int64(11), int64(12), "pi_a", "re_a"
 	snap := &Snapshot{
 		Namespace: namespace,
 		Keys: map[UserKey][]*KeyRow{
 			{7, "a"}: {{ID: keyA, UserID: 7, Key: "a", RecoveryPoint: "finished", ResponseCode: &code201, ResponseBody: paid, Runs: 1}},
 			{7, "b"}: {{ID: keyB, UserID: 7, Key: "b", RecoveryPoint: "finished", ResponseCode: &code402, ResponseBody: declined, Runs: 2}},
+			{7, "a-refund-1"}: {{ID: keyR, UserID: 7, Key: "a-refund-1", RecoveryPoint: "finished", ResponseCode: &code201, ResponseBody: refunded, Runs: 1}},
 		},
 		Payments: map[int64]*PaymentRow{
-			1: {ID: 1, UserID: 7, KeyID: &keyA, Amount: 500, Currency: "usd", PaymentMethod: CardVisa, Status: "succeeded", PaymentIntentID: &piA},
+			1: {ID: 1, UserID: 7, KeyID: &keyA, Amount: 500, Currency: "usd", PaymentMethod: CardVisa, Status: "succeeded", PaymentIntentID: &piA,
+				AmountRefunded: 200, AmountReserved: 200},
 			2: {ID: 2, UserID: 7, KeyID: &keyB, Amount: 900, Currency: "usd", PaymentMethod: CardDeclined, Status: "failed"},
 		},
 		Receipts:    map[int64]int{1: 1},
@@ -51,6 +55,9 @@ func world() ([]*Intent, *Snapshot) {
 		},
 	}
 	snap.PaymentsOf = map[int64][]*PaymentRow{keyA: {snap.Payments[1]}, keyB: {snap.Payments[2]}}
+	refund := &RefundRow{ID: 1, PaymentID: 1, KeyID: &keyR, Amount: 200, Status: "succeeded", StripeRefundID: &reA}
+	snap.Refunds, snap.RefundsOf = map[int64]*RefundRow{1: refund}, map[int64]*RefundRow{keyR: refund}
+	snap.StripeRefunds = []stripefake.Refund{{ID: reA, PaymentIntent: piA, Amount: 200, Status: stripefake.RefundSucceeded, Metadata: metadataOf("a-refund-1")}}
 	return intents, snap
 }
 
@@ -64,7 +71,7 @@ func TestVerifyPassesAConsistentRun(t *testing.T) {
 			t.Errorf("check %d failed: %v", c.N, c.Details)
 		}
 	}
-	if v.FinishedWithClient != 2 || v.Succeeded != 1 || v.Failed != 1 || v.Resumed != 1 {
+	if v.FinishedWithClient != 3 || v.Succeeded != 1 || v.Failed != 1 || v.Resumed != 1 || v.StripeRefunds != 1 {
 		t.Errorf("unexpected counts: %+v", v)
 	}
 }
@@ -119,6 +126,12 @@ func TestVerifyCatchesEachViolation(t *testing.T) {
 			s.Intents = append(s.Intents, stripefake.PaymentIntent{ID: "pi_c", Amount: 500, Status: stripefake.StatusSucceeded,
 				Metadata: metadataOf("a")})
 		}},
+		{"refunded twice", 6, func(_ []*Intent, s *Snapshot, _ *Drain) {
+			s.StripeRefunds = append(s.StripeRefunds, stripefake.Refund{ID: "re_b", PaymentIntent: "pi_a", Amount: 200,
+				Status: stripefake.RefundSucceeded, Metadata: metadataOf("a-refund-1")})
+		}},
+		{"refund not recorded", 6, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Payments[1].AmountRefunded = 0 }},
+		{"refund answered but failed", 2, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Refunds[1].Status = "failed" }},
 		{"receipt missing", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { delete(s.Receipts, 1) }},
 		{"receipt for a decline", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Receipts[2] = 1 }},
 		{"receipt job stuck", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { s.JobStates["running"] = 1 }},

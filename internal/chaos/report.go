@@ -77,6 +77,7 @@ func (r *Report) Print(w io.Writer) {
 	row("keys finished: without the client", "%d (the completer, or a request the client left)", v.FinishedWithoutClient)
 	row("intents that never reached a key", "%d (every attempt failed before the store)", v.NeverStored)
 	row("keys driven by more than one run", "%d (at most %d runs)", v.Resumed, v.MaxRuns)
+	row("refunds at Stripe", "%d (payments refunded: %d)", v.StripeRefunds, v.RefundedPayments)
 	row("keys parked for an operator", "%d (never charged again; paymentsd keys list --state needs-attention)", len(v.NeedsAttention))
 	for _, why := range v.NeedsAttention {
 		row("  needs attention", "%s", why)

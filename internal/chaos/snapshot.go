@@ -31,6 +31,16 @@ type KeyRow struct {
 	LastError      *string
 }
 
+// RefundRow is a refund as the harness reads it back.
+type RefundRow struct {
+	ID             int64
+	PaymentID      int64
+	KeyID          *int64
+	Amount         int64
+	Status         string
+	StripeRefundID *string
+}
+
 // PaymentRow is a payment as the harness reads it back.
 type PaymentRow struct {
 	ID              int64
@@ -41,6 +51,9 @@ type PaymentRow struct {
 	PaymentMethod   string
 	Status          string
 	PaymentIntentID *string
+	// AmountRefunded and AmountReserved are what succeeded refunds gave
+	// back and what refunds that did not fail take.
+	AmountRefunded, AmountReserved int64
 }
 
 // UserKey names an idempotency key: it is unique per user.
@@ -65,6 +78,11 @@ type Snapshot struct {
 	// after an error, or rescued from a process that died running them).
 	JobsRerun int
 	Intents   []stripefake.PaymentIntent
+	// Refunds are the refund rows by id, RefundsOf by their key's id, and
+	// StripeRefunds the emulator's.
+	Refunds       map[int64]*RefundRow
+	RefundsOf     map[int64]*RefundRow
+	StripeRefunds []stripefake.Refund
 }
 
 // TakeSnapshot reads the snapshot.
@@ -72,6 +90,7 @@ func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snap
 	s := &Snapshot{
 		Keys: map[UserKey][]*KeyRow{}, Payments: map[int64]*PaymentRow{}, PaymentsOf: map[int64][]*PaymentRow{},
 		Receipts: map[int64]int{}, ReceiptJobs: map[int64][]string{}, JobStates: map[string]int{},
+		Refunds: map[int64]*RefundRow{}, RefundsOf: map[int64]*RefundRow{},
 	}
 	if err := pool.QueryRow(ctx, `SELECT namespace FROM deployment`).Scan(&s.Namespace); err != nil {
 		return nil, fmt.Errorf("error reading the deployment's namespace: %w", err)
@@ -96,14 +115,14 @@ func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snap
 	}
 
 	rows, err = pool.Query(ctx, `SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, status,
-		stripe_payment_intent_id FROM payments`)
+		stripe_payment_intent_id, amount_refunded, amount_reserved FROM payments`)
 	if err != nil {
 		return nil, fmt.Errorf("error reading payments: %w", err)
 	}
 	for rows.Next() {
 		p := &PaymentRow{}
 		if err := rows.Scan(&p.ID, &p.UserID, &p.KeyID, &p.Amount, &p.Currency, &p.PaymentMethod, &p.Status,
-			&p.PaymentIntentID); err != nil {
+			&p.PaymentIntentID, &p.AmountRefunded, &p.AmountReserved); err != nil {
 			return nil, err
 		}
 		s.Payments[p.ID] = p
@@ -154,7 +173,28 @@ func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snap
 		return nil, fmt.Errorf("error reading receipt jobs: %w", err)
 	}
 
+	rows, err = pool.Query(ctx, `SELECT id, payment_id, idempotency_key_id, amount, status, stripe_refund_id FROM refunds`)
+	if err != nil {
+		return nil, fmt.Errorf("error reading refunds: %w", err)
+	}
+	for rows.Next() {
+		r := &RefundRow{}
+		if err := rows.Scan(&r.ID, &r.PaymentID, &r.KeyID, &r.Amount, &r.Status, &r.StripeRefundID); err != nil {
+			return nil, err
+		}
+		s.Refunds[r.ID] = r
+		if r.KeyID != nil {
+			s.RefundsOf[*r.KeyID] = r
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error reading refunds: %w", err)
+	}
+
 	if s.Intents, err = emu.PaymentIntents(ctx); err != nil {
+		return nil, err
+	}
+	if s.StripeRefunds, err = emu.Refunds(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
