@@ -250,3 +250,39 @@ func TestListsPageNewestFirstAndStayScoped(t *testing.T) {
 	requireProblem(t, svc.Do(t, http.MethodGet, fmt.Sprintf("/refunds/%d", rp.Data[0].ID), "", "Authorization", "Bearer "+otherKey),
 		http.StatusNotFound, "not-found")
 }
+
+// A refund key that needs an operator is settled through the same command
+// as a payment's: as refunded by a Stripe Refund that matches it, or as not
+// refunded once Stripe shows none, which gives its amount back.
+func TestOperatorResolvesARefundKey(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay")
+	for _, key := range []string{"parked-1", "parked-2"} {
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+		requireProblem(t, postRefund(t, svc, apiKey, key, p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+	}
+	require.Empty(t, svc.Stripe.Refunds())
+
+	// Refunded by hand in the dashboard: the operator names that Refund.
+	byHand, err := stripeClient(&testutil.Emulator{Server: svc.Stripe, URL: svc.StripeURL}).Refunds.New(
+		&stripe.RefundParams{PaymentIntent: p.StripePaymentIntentID, Amount: stripe.Int64(600)})
+	require.NoError(t, err)
+	_, err = svc.App.Resolve(context.Background(), keyID(t, svc, "parked-1"), "re_doesnotexist")
+	require.Error(t, err)
+	settled, err := svc.App.Resolve(context.Background(), keyID(t, svc, "parked-1"), byHand.ID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status)
+	replay := postRefund(t, svc, apiKey, "parked-1", p.ID, `{"amount": 600}`)
+	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, byHand.ID, *decode[refund](t, replay).StripeRefundID)
+
+	settled, err = svc.App.Resolve(context.Background(), keyID(t, svc, "parked-2"), "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, settled.Status)
+	requireProblem(t, postRefund(t, svc, apiKey, "parked-2", p.ID, `{"amount": 600}`), http.StatusBadRequest, "refund-rejected")
+	rest := postRefund(t, svc, apiKey, "rest", p.ID, `{}`)
+	require.Equal(t, http.StatusCreated, rest.Status, "body: %s", rest.Body)
+	require.EqualValues(t, 1400, decode[refund](t, rest).Amount, "the unrefunded 600 was given back")
+}

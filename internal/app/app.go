@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/api"
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/metrics"
 	"github.com/paymentsd/paymentsd/internal/phases"
@@ -62,9 +64,11 @@ type App struct {
 	Handler    http.Handler
 	Metrics    *metrics.Metrics
 	InstanceID uuid.UUID
-	// Resolver settles payment keys that await an operator.
-	Resolver *payments.Resolver
-	opts     Options
+	// Resolver and RefundResolver settle payment and refund keys that
+	// await an operator; Resolve picks the one a key needs.
+	Resolver       *payments.Resolver
+	RefundResolver *refunds.Resolver
+	opts           Options
 }
 
 // New wires the service over pool.
@@ -106,13 +110,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 	}
 	charger := payments.NewCharger(opts.Stripe)
 	receipt := workers.ReceiptEnqueuer(riverClient)
+	refunder := refunds.NewRefunder(charger)
 	endpoints := []api.Endpoint{{
 		Method: payments.Method, Pattern: payments.Path, Noun: "payment",
 		Flow:   payments.NewFlow(pool, namespace, charger, receipt),
 		Decode: payments.Decode,
 	}, {
 		Method: http.MethodPost, Pattern: payments.Path + "/{id}/refunds", Noun: "refund",
-		Flow:   refunds.NewFlow(pool, namespace, refunds.NewRefunder(charger)),
+		Flow:   refunds.NewFlow(pool, namespace, refunder),
 		Decode: refunds.Decode,
 		Admit:  refunds.Admitter(pool),
 	}}
@@ -134,13 +139,45 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 		return nil, err
 	}
 	return &App{
-		Pool:       pool,
-		Engine:     engine,
-		River:      riverClient,
-		Handler:    server.Handler(),
-		Metrics:    m,
-		InstanceID: instanceID,
-		Resolver:   &payments.Resolver{Engine: engine, Charger: charger, Namespace: namespace, Receipt: receipt},
-		opts:       opts,
+		Pool:           pool,
+		Engine:         engine,
+		River:          riverClient,
+		Handler:        server.Handler(),
+		Metrics:        m,
+		InstanceID:     instanceID,
+		Resolver:       &payments.Resolver{Engine: engine, Charger: charger, Namespace: namespace, Receipt: receipt},
+		RefundResolver: &refunds.Resolver{Engine: engine, Refunder: refunder, Namespace: namespace},
+		opts:           opts,
 	}, nil
+}
+
+// Resolve settles key keyID, which awaits an operator, as charged by the
+// Stripe object stripeID (a PaymentIntent for a payment, a Refund for a
+// refund) or, with an empty stripeID, as not charged. It returns
+// phases.ErrNotAwaitingOperator for a key that does not await one.
+func (a *App) Resolve(ctx context.Context, keyID int64, stripeID string) (*phases.Response, error) {
+	key, err := dbsqlc.New().IdempotencyKeyGetByID(ctx, a.Pool, keyID)
+	if err = db.InterpretError(err); err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return nil, phases.ErrNotAwaitingOperator
+		}
+		return nil, err
+	}
+	type resolver interface {
+		Charged(ctx context.Context, keyID int64, stripeID string) (*phases.Response, error)
+		NotCharged(ctx context.Context, keyID int64) (*phases.Response, error)
+	}
+	var r resolver
+	switch key.Flow {
+	case payments.FlowName:
+		r = a.Resolver
+	case refunds.FlowName:
+		r = a.RefundResolver
+	default:
+		return nil, fmt.Errorf("keys of flow %q cannot be resolved by an operator", key.Flow)
+	}
+	if stripeID == "" {
+		return r.NotCharged(ctx, keyID)
+	}
+	return r.Charged(ctx, keyID, stripeID)
 }

@@ -37,8 +37,8 @@ func world() ([]*Intent, *Snapshot) {
 	snap := &Snapshot{
 		Namespace: namespace,
 		Keys: map[UserKey][]*KeyRow{
-			{7, "a"}: {{ID: keyA, UserID: 7, Key: "a", RecoveryPoint: "finished", ResponseCode: &code201, ResponseBody: paid, Runs: 1}},
-			{7, "b"}: {{ID: keyB, UserID: 7, Key: "b", RecoveryPoint: "finished", ResponseCode: &code402, ResponseBody: declined, Runs: 2}},
+			{7, "a"}:          {{ID: keyA, UserID: 7, Key: "a", RecoveryPoint: "finished", ResponseCode: &code201, ResponseBody: paid, Runs: 1}},
+			{7, "b"}:          {{ID: keyB, UserID: 7, Key: "b", RecoveryPoint: "finished", ResponseCode: &code402, ResponseBody: declined, Runs: 2}},
 			{7, "a-refund-1"}: {{ID: keyR, UserID: 7, Key: "a-refund-1", RecoveryPoint: "finished", ResponseCode: &code201, ResponseBody: refunded, Runs: 1}},
 		},
 		Payments: map[int64]*PaymentRow{

@@ -102,7 +102,7 @@ func keysResolveCmd(ctx context.Context, args []string, stdout io.Writer, log ze
 	fs := flag.NewFlagSet("keys resolve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	as := fs.String("as", "", "charged or not-charged")
-	pi := fs.String("payment-intent", "", "the PaymentIntent that charged (with --as charged)")
+	pi := fs.String("payment-intent", "", "the PaymentIntent that charged (with --as charged); for a refund key, the Stripe Refund that refunded")
 	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 ||
 		!(*as == "charged" && *pi != "" || *as == "not-charged" && *pi == "") {
 		return errUsage
@@ -112,12 +112,7 @@ func keysResolveCmd(ctx context.Context, args []string, stdout io.Writer, log ze
 		return err
 	}
 	defer closeApp()
-	var resp *phases.Response
-	if *as == "charged" {
-		resp, err = a.Resolver.Charged(ctx, id, *pi)
-	} else {
-		resp, err = a.Resolver.NotCharged(ctx, id)
-	}
+	resp, err := a.Resolve(ctx, id, *pi)
 	if errors.Is(err, phases.ErrNotAwaitingOperator) {
 		return fmt.Errorf("key %d does not await an operator (see paymentsd keys list --state needs-attention)", id)
 	}

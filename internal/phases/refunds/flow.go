@@ -150,9 +150,19 @@ func (f *flow) state(ctx context.Context, dbtx dbsqlc.DBTX, run *phases.Run) (*s
 	if st, ok := phases.Kept[*state](run); ok {
 		return st, nil
 	}
-	refund, err := f.queries.RefundGetByIdempotencyKeyID(ctx, dbtx, &run.Key.ID)
+	st, err := f.load(ctx, dbtx, run.Key)
+	if err != nil {
+		return nil, err
+	}
+	phases.Keep(run, st)
+	return st, nil
+}
+
+// load reads the refund of key and its PaymentIntent.
+func (f *flow) load(ctx context.Context, dbtx dbsqlc.DBTX, key *dbsqlc.IdempotencyKey) (*state, error) {
+	refund, err := f.queries.RefundGetByIdempotencyKeyID(ctx, dbtx, &key.ID)
 	if err = db.InterpretError(err); err != nil {
-		return nil, fmt.Errorf("error loading refund of idempotency key %d: %w", run.Key.ID, err)
+		return nil, fmt.Errorf("error loading refund of idempotency key %d: %w", key.ID, err)
 	}
 	payment, err := f.queries.PaymentGetByIDForUser(ctx, dbtx, &dbsqlc.PaymentGetByIDForUserParams{ID: refund.PaymentID, UserID: refund.UserID})
 	if err = db.InterpretError(err); err != nil {
@@ -161,9 +171,7 @@ func (f *flow) state(ctx context.Context, dbtx dbsqlc.DBTX, run *phases.Run) (*s
 	if payment.StripePaymentIntentID == nil {
 		return nil, errors.New("a refunded payment has no PaymentIntent")
 	}
-	st := &state{refund: refund, paymentIntentID: *payment.StripePaymentIntentID}
-	phases.Keep(run, st)
-	return st, nil
+	return &state{refund: refund, paymentIntentID: *payment.StripePaymentIntentID}, nil
 }
 
 // progress records a refund's Stripe attempts on its row, fenced by the

@@ -106,20 +106,9 @@ func (op refundOp) Send(ctx context.Context, attempt int) (*Outcome, error) {
 // the request's.
 // A PaymentIntent's refunds are few: the window is not needed.
 func (op refundOp) Lookup(ctx context.Context, _ stripeonce.Span) (*Outcome, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, op.r.timeout)
-	defer cancel()
-	params := &stripe.RefundListParams{PaymentIntent: stripe.String(op.req.PaymentIntentID)}
-	params.Limit = stripe.Int64(100)
-	params.Context = ctx
-	iter := op.r.api.Refunds.List(params)
-	var mine []*stripe.Refund
-	for iter.Next() {
-		if refund := iter.Refund(); op.req.Intent.Owns(refund.Metadata) {
-			mine = append(mine, refund)
-		}
-	}
-	if err := iter.Err(); err != nil {
-		return nil, false, fmt.Errorf("error listing refunds: %w", err)
+	mine, err := op.r.list(ctx, op.req.PaymentIntentID, op.req.Intent)
+	if err != nil {
+		return nil, false, err
 	}
 	switch {
 	case len(mine) == 0:
@@ -148,4 +137,24 @@ func outcomeOf(r *stripe.Refund) *Outcome {
 		out.Status = StatusPending
 	}
 	return out
+}
+
+// list returns the PaymentIntent's refunds that carry the intent.
+func (r *Refunder) list(ctx context.Context, paymentIntentID string, in intent.Intent) ([]*stripe.Refund, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	params := &stripe.RefundListParams{PaymentIntent: stripe.String(paymentIntentID)}
+	params.Limit = stripe.Int64(100)
+	params.Context = ctx
+	iter := r.api.Refunds.List(params)
+	var mine []*stripe.Refund
+	for iter.Next() {
+		if refund := iter.Refund(); in.Owns(refund.Metadata) {
+			mine = append(mine, refund)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("error listing refunds: %w", err)
+	}
+	return mine, nil
 }

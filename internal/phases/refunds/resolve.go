@@ -1,0 +1,140 @@
+package refunds
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stripe/stripe-go/v79"
+
+	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/intent"
+	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
+)
+
+// Resolver settles refund keys that await an operator, checked against
+// Stripe first, audited, and stored as the key's answer: the refund side of
+// `paymentsd keys resolve`, where "charged" means "refunded by this Stripe
+// Refund".
+type Resolver struct {
+	Engine    *phases.Engine
+	Refunder  *Refunder
+	Namespace uuid.UUID
+}
+
+// Charged settles key keyID as refunded by Stripe Refund refundID: it must
+// refund this payment's PaymentIntent by the refund's amount, not have
+// failed, and belong to no other intent.
+func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*phases.Response, error) {
+	sr, err := r.Refunder.retrieve(ctx, refundID)
+	if err != nil {
+		return nil, err
+	}
+	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+		st, err := refundOfKey(ctx, tx, key)
+		if err != nil {
+			return nil, err
+		}
+		in := intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey}
+		switch {
+		case sr.PaymentIntent == nil || sr.PaymentIntent.ID != st.paymentIntentID:
+			return nil, fmt.Errorf("%w: Refund %s does not refund this payment's PaymentIntent %s", payments.ErrResolutionRefused, sr.ID, st.paymentIntentID)
+		case sr.Amount != st.refund.Amount:
+			return nil, fmt.Errorf("%w: Refund %s is for %d, the refund for %d", payments.ErrResolutionRefused, sr.ID, sr.Amount, st.refund.Amount)
+		case sr.Status == stripe.RefundStatusFailed || sr.Status == stripe.RefundStatusCanceled:
+			return nil, fmt.Errorf("%w: Refund %s is %s", payments.ErrResolutionRefused, sr.ID, sr.Status)
+		case sr.Metadata[intent.MetadataIntent] != "" && !in.Owns(sr.Metadata):
+			return nil, fmt.Errorf("%w: Refund %s belongs to another intent", payments.ErrResolutionRefused, sr.ID)
+		}
+		return settle(ctx, tx, key, st.refund, outcomeOf(sr), "refunded")
+	})
+}
+
+// NotCharged settles key keyID as not refunded, once Stripe confirms that no
+// refund of its intent stands: the refund fails and gives its amount back,
+// and the key answers a stored 400 refund-rejected, processor_code
+// not_refunded.
+func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Response, error) {
+	key, err := dbsqlc.New().IdempotencyKeyGetByID(ctx, r.Engine.Pool(), keyID)
+	if err = db.InterpretError(err); err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return nil, phases.ErrNotAwaitingOperator
+		}
+		return nil, err
+	}
+	st, err := refundOfKey(ctx, r.Engine.Pool(), key)
+	if err != nil {
+		return nil, err
+	}
+	mine, err := r.Refunder.list(ctx, st.paymentIntentID, intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey})
+	if err != nil {
+		return nil, err
+	}
+	for _, sr := range mine {
+		if sr.Status != stripe.RefundStatusFailed && sr.Status != stripe.RefundStatusCanceled {
+			return nil, fmt.Errorf("%w: Refund %s of this intent is %s: resolve it as charged", payments.ErrResolutionRefused, sr.ID, sr.Status)
+		}
+	}
+	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+		st, err := refundOfKey(ctx, tx, key)
+		if err != nil {
+			return nil, err
+		}
+		out := &Outcome{Rejected: true, Code: "not_refunded", Message: "an operator found that nothing was refunded"}
+		return settle(ctx, tx, key, st.refund, out, "not_refunded")
+	})
+}
+
+// settle records the operator's outcome on the refund and audits it.
+func settle(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey, refund *dbsqlc.Refund, out *Outcome, as string) (*phases.Response, error) {
+	update := &dbsqlc.RefundRecordOutcomeParams{ID: refund.ID, Status: out.Status}
+	if out.StripeRefundID != "" {
+		update.StripeRefundID = &out.StripeRefundID
+	}
+	if out.Rejected {
+		update.Status, update.FailureReason = StatusFailed, &out.Code
+	}
+	row, err := dbsqlc.New().RefundRecordOutcome(ctx, tx, update)
+	if err != nil {
+		return nil, fmt.Errorf("error recording refund: %w", err)
+	}
+	data, _ := json.Marshal(map[string]any{"idempotency_key_id": key.ID, "as": as, "stripe_refund_id": out.StripeRefundID,
+		"parked_because": key.LastError, "resolved_by": "operator"})
+	if err := dbsqlc.New().AuditRecordInsert(ctx, tx, &dbsqlc.AuditRecordInsertParams{
+		UserID: key.UserID, Action: "refund.resolved", ResourceType: "refund", ResourceID: refund.ID, Data: data,
+	}); err != nil {
+		return nil, fmt.Errorf("error auditing resolution: %w", err)
+	}
+	if out.Rejected {
+		return rejected((*dbsqlc.Refund)(row), out), nil
+	}
+	return createdResponse((*dbsqlc.Refund)(row)), nil
+}
+
+// refundOfKey is the refund a parked key made, with its PaymentIntent.
+func refundOfKey(ctx context.Context, dbtx dbsqlc.DBTX, key *dbsqlc.IdempotencyKey) (*state, error) {
+	if key.Flow != FlowName {
+		return nil, fmt.Errorf("%w: key %d is a %s, not a refund", payments.ErrResolutionRefused, key.ID, key.Flow)
+	}
+	return (&flow{queries: dbsqlc.New()}).load(ctx, dbtx, key)
+}
+
+// retrieve reads one Refund; a missing one is a refusal.
+func (r *Refunder) retrieve(ctx context.Context, id string) (*stripe.Refund, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	params := &stripe.RefundParams{}
+	params.Context = ctx
+	sr, err := r.api.Refunds.Get(id, params)
+	var serr *stripe.Error
+	if errors.As(err, &serr) && serr.HTTPStatusCode == http.StatusNotFound {
+		return nil, fmt.Errorf("%w: Stripe has no Refund %s", payments.ErrResolutionRefused, id)
+	}
+	return sr, err
+}
