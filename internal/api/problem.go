@@ -83,10 +83,14 @@ func classify(err error) failure {
 				" and has expired."
 		}
 		p := problem.New(problem.IdempotencyKeyExpired, detail+" Send a new key for a new request.")
-		if expired.ResourceType == "payment" { // named by IdempotencyKeyReap
+		id := strconv.FormatInt(expired.ResourceID, 10)
+		switch expired.ResourceType { // named by IdempotencyKeyReap
+		case "payment":
 			p.PaymentID = expired.ResourceID
-			p.Detail = detail + " It made payment " + strconv.FormatInt(expired.ResourceID, 10) +
-				" (GET /payments/" + strconv.FormatInt(expired.ResourceID, 10) + "). Send a new key for a new payment."
+			p.Detail = detail + " It made payment " + id + " (GET /payments/" + id + "). Send a new key for a new payment."
+		case "refund":
+			p.RefundID = expired.ResourceID
+			p.Detail = detail + " It made refund " + id + " (GET /refunds/" + id + "). Send a new key for a new refund."
 		}
 		return failure{p, 0, metrics.OutcomeKeyExpired}
 	case errors.As(err, &inProgress):

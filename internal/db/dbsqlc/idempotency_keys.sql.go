@@ -428,9 +428,12 @@ INSERT INTO idempotency_key_tombstones (
     response_code, resource_type, resource_id, finished_at
 )
 SELECT r.user_id, r.idempotency_key, r.request_method, r.request_path, r.request_fingerprint,
-       r.response_code, CASE WHEN p.id IS NOT NULL THEN 'payment' END, p.id, r.finished_at
+       r.response_code,
+       CASE WHEN p.id IS NOT NULL THEN 'payment' WHEN rf.id IS NOT NULL THEN 'refund' END,
+       coalesce(p.id, rf.id), r.finished_at
 FROM reaped AS r
 LEFT JOIN payments AS p ON p.idempotency_key_id = r.id
+LEFT JOIN refunds AS rf ON rf.idempotency_key_id = r.id
 ON CONFLICT (user_id, idempotency_key) DO UPDATE
 SET request_method      = excluded.request_method,
     request_path        = excluded.request_path,
