@@ -3,7 +3,6 @@ package api_test
 import (
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,24 +12,23 @@ import (
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
 
-// concurrently sends n requests at once and returns their responses.
-func concurrently(t *testing.T, n int, send func(i int) *testutil.Response) []*testutil.Response {
+// concurrently sends n requests at once and returns their responses. Each
+// send runs on a goroutine of its own, with the testing.TB to use there.
+func concurrently(t *testing.T, n int, send func(t testing.TB, i int) *testutil.Response) []*testutil.Response {
 	t.Helper()
-	var (
-		wg    sync.WaitGroup
-		start = make(chan struct{})
-		out   = make([]*testutil.Response, n)
-	)
+	start := make(chan struct{})
+	waits := make([]func() *testutil.Response, n)
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		waits[i] = testutil.Go(t, func(t testing.TB) *testutil.Response {
 			<-start
-			out[i] = send(i)
-		}()
+			return send(t, i)
+		})
 	}
 	close(start)
-	wg.Wait()
+	out := make([]*testutil.Response, n)
+	for i, wait := range waits {
+		out[i] = wait()
+	}
 	return out
 }
 
@@ -42,7 +40,7 @@ func TestConcurrentRequestsOnOneKey(t *testing.T) {
 	// first run still holds the key.
 	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultLatency, Latency: 500 * time.Millisecond})
 
-	responses := concurrently(t, 50, func(int) *testutil.Response {
+	responses := concurrently(t, 50, func(t testing.TB, _ int) *testutil.Response {
 		return svc.PostPayment(t, apiKey, "one-key", visa)
 	})
 
@@ -74,7 +72,7 @@ func TestConcurrentRequestsOnDistinctKeys(t *testing.T) {
 	svc := testutil.StartService(t, testutil.ServiceOptions{})
 	_, apiKey := svc.NewUser(t)
 
-	responses := concurrently(t, 100, func(i int) *testutil.Response {
+	responses := concurrently(t, 100, func(t testing.TB, i int) *testutil.Response {
 		return svc.PostPayment(t, apiKey, fmt.Sprintf("distinct-%d", i), visa)
 	})
 	for _, resp := range responses {

@@ -291,7 +291,7 @@ func TestContract(t *testing.T) {
 			resp, err := c.send(x)
 			hung <- result{resp, err}
 		}()
-		require.Eventually(t, func() bool { return svc.Stripe.Stats().Hangs == 1 }, 5*time.Second, 10*time.Millisecond)
+		testutil.WaitFor(t, 5*time.Second, 10*time.Millisecond, func() bool { return svc.Stripe.Stats().Hangs == 1 })
 		c.run(t, x.want(http.StatusConflict))
 		svc.Stripe.ReleaseHangs()
 		r := <-hung

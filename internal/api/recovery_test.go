@@ -55,10 +55,10 @@ func TestCrashAfterEachRecoveryPoint(t *testing.T) {
 
 			// The crashed run's lease is still held until it goes stale.
 			var retried *testutil.Response
-			require.Eventually(t, func() bool {
+			testutil.WaitFor(t, 10*lease, lease/3, func() bool {
 				retried = svc.PostPayment(t, apiKey, "crash", visa)
 				return retried.Status != http.StatusConflict
-			}, 10*lease, lease/3)
+			})
 			require.Equal(t, http.StatusCreated, retried.Status, "body: %s", retried.Body)
 
 			again := svc.PostPayment(t, apiKey, "crash", visa)
@@ -88,9 +88,10 @@ func TestRunThatLostItsLeaseCannotWrite(t *testing.T) {
 	})
 	_, apiKey := svc.NewUser(t)
 
-	first := make(chan *testutil.Response, 1)
-	go func() { first <- svc.PostPayment(t, apiKey, "taken-over", visa) }()
-	require.Eventually(t, stalled.Load, 5*time.Second, 10*time.Millisecond)
+	first := testutil.Go(t, func(t testing.TB) *testutil.Response {
+		return svc.PostPayment(t, apiKey, "taken-over", visa)
+	})
+	testutil.WaitFor(t, 5*time.Second, 10*time.Millisecond, stalled.Load)
 	time.Sleep(lease + 100*time.Millisecond)
 
 	// Run B takes the stale lease over and re-sends A's Stripe key: Stripe
@@ -101,7 +102,7 @@ func TestRunThatLostItsLeaseCannotWrite(t *testing.T) {
 	// A wakes up without its lease: its record is refused and it writes
 	// nothing.
 	close(release)
-	requireProblem(t, <-first, http.StatusConflict, "idempotency-key-in-use")
+	requireProblem(t, first(), http.StatusConflict, "idempotency-key-in-use")
 	pis := svc.Stripe.PaymentIntents()
 	require.Len(t, pis, 1)
 	require.Equal(t, pis[0].ID, *decode[payment](t, second).StripePaymentIntentID)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,7 +24,7 @@ type refund struct {
 }
 
 // postRefund sends POST /payments/{id}/refunds.
-func postRefund(t *testing.T, svc *testutil.Service, apiKey, idemKey string, paymentID int64, body string) *testutil.Response {
+func postRefund(t testing.TB, svc *testutil.Service, apiKey, idemKey string, paymentID int64, body string) *testutil.Response {
 	t.Helper()
 	return svc.Do(t, http.MethodPost, fmt.Sprintf("/payments/%d/refunds", paymentID), body,
 		"Authorization", "Bearer "+apiKey, "Idempotency-Key", idemKey, "Content-Type", "application/json")
@@ -97,22 +96,16 @@ func TestConcurrentRefundsNeverOverRefund(t *testing.T) {
 	_, apiKey := svc.NewUser(t)
 	p := paid(t, svc, apiKey, "pay")
 
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		answers = map[int]int{}
-	)
+	var waits []func() *testutil.Response
 	for i := range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp := postRefund(t, svc, apiKey, fmt.Sprintf("tenth-%d", i), p.ID, `{"amount": 200}`)
-			mu.Lock()
-			answers[resp.Status]++
-			mu.Unlock()
-		}()
+		waits = append(waits, testutil.Go(t, func(t testing.TB) *testutil.Response {
+			return postRefund(t, svc, apiKey, fmt.Sprintf("tenth-%d", i), p.ID, `{"amount": 200}`)
+		}))
 	}
-	wg.Wait()
+	answers := map[int]int{}
+	for _, wait := range waits {
+		answers[wait().Status]++
+	}
 	require.Equal(t, map[int]int{http.StatusCreated: 10, http.StatusBadRequest: 10}, answers)
 	require.Len(t, svc.Stripe.Refunds(), 10)
 	require.EqualValues(t, 2000, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])

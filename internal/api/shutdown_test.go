@@ -21,15 +21,16 @@ func TestGracefulShutdown(t *testing.T) {
 	_, apiKey := svc.NewUser(t)
 	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultLatency, Latency: time.Second})
 
-	inFlight := make(chan *testutil.Response, 1)
-	go func() { inFlight <- svc.PostPayment(t, apiKey, "in-flight", visa) }()
-	require.Eventually(t, func() bool { return svc.Stripe.Stats().Latencies == 1 }, 5*time.Second, 5*time.Millisecond)
+	inFlight := testutil.Go(t, func(t testing.TB) *testutil.Response {
+		return svc.PostPayment(t, apiKey, "in-flight", visa)
+	})
+	testutil.WaitFor(t, 5*time.Second, 5*time.Millisecond, func() bool { return svc.Stripe.Stats().Latencies == 1 })
 
 	start := time.Now()
 	require.NoError(t, svc.Stop())
 	require.Less(t, time.Since(start), 10*time.Second, "shutdown is bounded")
 
-	resp := <-inFlight
+	resp := inFlight()
 	require.Equal(t, http.StatusCreated, resp.Status, "the in-flight payment finished: %s", resp.Body)
 
 	_, err := svc.Client.Get(svc.URL + "/healthz")

@@ -277,7 +277,7 @@ func TestARunThatLostItsLeaseWritesNothing(t *testing.T) {
 		_, err := b.engine.Execute(context.Background(), b.request("k"))
 		first <- err
 	}()
-	require.Eventually(t, stalled.Load, 5*time.Second, 5*time.Millisecond)
+	testutil.WaitFor(t, 5*time.Second, 5*time.Millisecond, stalled.Load)
 	time.Sleep(lease + 100*time.Millisecond)
 
 	res, err := b.engine.Execute(context.Background(), b.request("k"))
@@ -325,7 +325,7 @@ func TestConcurrentRunsOfOneKey(t *testing.T) {
 		}()
 	}
 	// Let every racer reach the key before the winner's call returns.
-	require.Eventually(t, func() bool { return inProgress.Load() == n-1 }, 5*time.Second, 5*time.Millisecond)
+	testutil.WaitFor(t, 5*time.Second, 5*time.Millisecond, func() bool { return inProgress.Load() == n-1 })
 	close(gate)
 	wg.Wait()
 	require.EqualValues(t, 1, created.Load())

@@ -130,16 +130,16 @@ func TestCompleterRunsOneAtATime(t *testing.T) {
 		<-release
 		return b.svc.App.Engine.Resume(ctx, id)
 	}
-	runs := make(chan int, 2)
+	var runs []func() int
 	for range 2 {
 		c := *b.completer
 		c.Config.Concurrency = 1
 		workers.SetResumeKey(&c, blocking)
-		go func() {
+		runs = append(runs, testutil.Go(t, func(t testing.TB) int {
 			n, err := c.RunOnce(ctx)
 			require.NoError(t, err)
-			runs <- n
-		}()
+			return n
+		}))
 	}
 	<-started
 
@@ -153,16 +153,16 @@ func TestCompleterRunsOneAtATime(t *testing.T) {
 		return n
 	}
 	// (The service's own completer, run once on start, may queue too.)
-	require.Eventually(t, func() bool { return lockState(false) >= 1 }, 5*time.Second, 10*time.Millisecond, "the second run waits")
+	testutil.WaitForf(t, 5*time.Second, 10*time.Millisecond, func() bool { return lockState(false) >= 1 }, "the second run waits")
 	require.Equal(t, 1, lockState(true))
 	require.EqualValues(t, 1, running.Load())
 
 	close(release)
-	require.ElementsMatch(t, []int{2, 0}, []int{<-runs, <-runs}, "the first run did both keys; the second, after it, found none")
+	require.ElementsMatch(t, []int{2, 0}, []int{runs[0](), runs[1]()}, "the first run did both keys; the second, after it, found none")
 	require.EqualValues(t, 1, most.Load(), "never two resumes at once")
 	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k1"))
 	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k2"))
-	require.Eventually(t, func() bool { return lockState(true)+lockState(false) == 0 }, 5*time.Second, 10*time.Millisecond,
+	testutil.WaitForf(t, 5*time.Second, 10*time.Millisecond, func() bool { return lockState(true)+lockState(false) == 0 },
 		"every run released the lock")
 }
 
