@@ -2,10 +2,10 @@ package workers_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,6 +92,13 @@ func (b *testBundle) count(t *testing.T, sql string, args ...any) int {
 	return n
 }
 
+// lazy formats as what f returns when it is formatted: for a message
+// that should show the state at a deadline, not at the start of the wait.
+type lazy func() any
+
+func (l lazy) String() string { return fmt.Sprint(l()) }
+
+// jobs describes every River job: kind, state and errors.
 func (b *testBundle) jobs(t *testing.T) []string {
 	rows, err := b.svc.Pool.Query(context.Background(), "SELECT kind || ' ' || state || ' ' || errors::text FROM river_job")
 	require.NoError(t, err)
@@ -217,16 +224,17 @@ func TestTwoCompletersNeverRunOneKeyAtOnce(t *testing.T) {
 	// TestCompleterRunsOneAtATime); each key's lease would keep them apart
 	// without it.
 	other := *b.completer
-	var wg sync.WaitGroup
+	var runs []func() int
 	for _, c := range []*workers.CompleterWorker{b.completer, &other} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := c.RunOnce(context.Background())
+		runs = append(runs, testutil.Go(t, func(t testing.TB) int {
+			n, err := c.RunOnce(context.Background())
 			require.NoError(t, err)
-		}()
+			return n
+		}))
 	}
-	wg.Wait()
+	for _, wait := range runs {
+		wait()
+	}
 
 	require.Equal(t, keys, b.count(t, "SELECT count(*) FROM idempotency_keys WHERE response_code = 201"))
 	require.Len(t, b.svc.Stripe.PaymentIntents(), keys)
@@ -303,12 +311,19 @@ func TestReaperDeletesExpiredTombstones(t *testing.T) {
 func TestReconciliationAdoptsAndNeverCreatesASecond(t *testing.T) {
 	t.Parallel()
 	// Charged at Stripe, unrecorded, and left past Stripe's idempotency
-	// window, where re-sending the Stripe key could charge again.
-	b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: 200 * time.Millisecond}, payments.PaymentCreated, true, "charged")
-	// Never charged: its process died before the Stripe call.
+	// window, where re-sending the Stripe key could charge again. The
+	// lease is long and Stripe calls time out after a second, so the create
+	// hung below usually outlasts the reconciliation (either order ends
+	// the same).
+	b := setupCrashed(t, testutil.ServiceOptions{StripeTimeout: time.Second}, payments.PaymentCreated, true, "charged")
+	// Never charged: its create is held at Stripe before anything is made
+	// and never released, so it is abandoned when its call times out, as
+	// if its process had died before the Stripe call.
 	b.svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
-	go b.svc.PostPayment(t, b.apiKey, "never-charged", visa)
-	require.Eventually(t, func() bool { return b.svc.Stripe.Stats().Hangs == 1 }, 5*time.Second, 10*time.Millisecond)
+	hung := testutil.Go(t, func(t testing.TB) *testutil.Response {
+		return b.svc.PostPayment(t, b.apiKey, "never-charged", visa)
+	})
+	testutil.WaitFor(t, 5*time.Second, 10*time.Millisecond, func() bool { return b.svc.Stripe.Stats().Hangs == 1 })
 	b.exec(t, "UPDATE idempotency_keys SET created_at = now() - interval '25 hours', lock_token = NULL, locked_by = NULL, locked_at = NULL")
 	createsBefore := b.svc.Stripe.Stats().CreateRequests
 
@@ -317,9 +332,47 @@ func TestReconciliationAdoptsAndNeverCreatesASecond(t *testing.T) {
 
 	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "charged"), "adopted the PaymentIntent found by metadata")
 	require.Equal(t, createsBefore, b.svc.Stripe.Stats().CreateRequests, "reconciliation only looks up")
-	require.Len(t, b.svc.Stripe.PaymentIntents(), 1)
 	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM payments WHERE status = 'succeeded' AND stripe_payment_intent_id IS NOT NULL"))
-	b.svc.Stripe.ReleaseHangs()
+
+	// The key that was never charged is settled as such: a stored 400
+	// payment-rejected whose processor_code is not_charged, its payment
+	// failed.
+	requireNotCharged := func() {
+		t.Helper()
+		var (
+			status int
+			body   []byte
+		)
+		require.NoError(t, b.svc.Pool.QueryRow(context.Background(),
+			"SELECT response_code, response_body FROM idempotency_keys WHERE idempotency_key = 'never-charged'").Scan(&status, &body))
+		require.Equal(t, http.StatusBadRequest, status, "body: %s", body)
+		var rejected struct {
+			Type          string `json:"type"`
+			ProcessorCode string `json:"processor_code"`
+		}
+		require.NoError(t, json.Unmarshal(body, &rejected), "body: %s", body)
+		require.Equal(t, "https://paymentsd.dev/problems/payment-rejected", rejected.Type)
+		require.Equal(t, "not_charged", rejected.ProcessorCode)
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM payments p JOIN idempotency_keys k ON k.id = p.idempotency_key_id
+			WHERE k.idempotency_key = 'never-charged' AND p.status = 'failed' AND p.failure_code = 'not_charged'
+			  AND p.stripe_payment_intent_id IS NULL`))
+	}
+	requireNotCharged()
+
+	// The hung create gives up without creating anything, and its run,
+	// whose lease is gone, changes nothing: its client is told to retry,
+	// the retry gets the stored 400, and the one PaymentIntent is the
+	// charged key's.
+	late := hung()
+	require.Equal(t, http.StatusServiceUnavailable, late.Status, "body: %s", late.Body)
+	requireNotCharged()
+	retry := b.svc.PostPayment(t, b.apiKey, "never-charged", visa)
+	require.Equal(t, http.StatusBadRequest, retry.Status, "body: %s", retry.Body)
+	require.Equal(t, "true", retry.Header.Get("Idempotent-Replayed"))
+	pis := b.svc.Stripe.PaymentIntents()
+	require.Len(t, pis, 1, "no PaymentIntent for the key that was never charged")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM payments p JOIN idempotency_keys k ON k.id = p.idempotency_key_id
+		WHERE k.idempotency_key = 'charged' AND p.stripe_payment_intent_id = $1`, pis[0].ID))
 }
 
 func TestExactlyOneReceiptPerPayment(t *testing.T) {
@@ -327,18 +380,18 @@ func TestExactlyOneReceiptPerPayment(t *testing.T) {
 	b := setup(t, testutil.ServiceOptions{})
 	resp := b.svc.PostPayment(t, b.apiKey, "k", visa)
 	require.Equal(t, http.StatusCreated, resp.Status)
-	require.Eventually(t, func() bool {
+	testutil.WaitForf(t, 10*time.Second, 20*time.Millisecond, func() bool {
 		return b.count(t, "SELECT count(*) FROM receipts") == 1
-	}, 10*time.Second, 20*time.Millisecond, "jobs: %v", b.jobs(t))
+	}, "jobs: %v", lazy(func() any { return b.jobs(t) }))
 
 	// A second delivery of the same job (a retry, a rescued job) writes nothing.
 	var paymentID int64
 	require.NoError(t, b.svc.Pool.QueryRow(context.Background(), "SELECT id FROM payments").Scan(&paymentID))
 	res, err := b.svc.App.River.Insert(context.Background(), workers.ReceiptArgs{PaymentID: paymentID}, nil)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	testutil.WaitFor(t, 10*time.Second, 20*time.Millisecond, func() bool {
 		return b.count(t, "SELECT count(*) FROM river_job WHERE id = $1 AND state = 'completed'", res.Job.ID) == 1
-	}, 10*time.Second, 20*time.Millisecond)
+	})
 	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM receipts"))
 
 	// Declines get no receipt.
