@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +21,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/paymentsd/paymentsd/db/migrations"
 	"github.com/paymentsd/paymentsd/internal/db"
@@ -146,24 +151,15 @@ func adminConn(t testing.TB, url string) *pgx.Conn {
 }
 
 // ensureTemplate creates, once per migration set, a database holding the
-// migrated schema. Its name carries a hash of the migrations, so a changed
-// migration gets a new template; an advisory lock keeps parallel test
-// processes from building the same one twice.
+// migrated schema. Its name carries a hash of the migrations (see
+// migrationsHash), so a changed migration gets a new template; an advisory
+// lock keeps parallel test processes from building the same one twice.
 func ensureTemplate(ctx context.Context, admin string) (string, error) {
-	h := sha256.New()
-	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(migrations.FS, path)
-		h.Write([]byte(path))
-		h.Write(b)
-		return err
-	})
+	hash, err := migrationsHash(migrations.FS, migrations.Go, migrations.RiverSchemaVersion)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("error hashing migrations: %w", err)
 	}
-	name := "paymentsd_template_" + hex.EncodeToString(h.Sum(nil))[:16]
+	name := "paymentsd_template_" + hash[:16]
 
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
@@ -218,4 +214,64 @@ func ConnectConfig(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// migrationsHash is the hex SHA-256 of everything that decides the migrated
+// schema: every file of the embedded SQL migrations (name and content), the
+// versions of the Go migrations, and the River schema version that the Go
+// migration pins together with River's own SQL up to that version. The Go
+// migrations' code is not embedded, so a changed River pin (or a River
+// upgrade that changes its migrations) would otherwise reuse a stale
+// template.
+func migrationsHash(fsys fs.FS, goMigrations []*goose.Migration, riverSchemaVersion int) (string, error) {
+	h := sha256.New()
+	// Each part is written with its length, so no two different sets of
+	// parts hash the same.
+	write := func(kind string, parts ...string) {
+		fmt.Fprintf(h, "%s %d\n", kind, len(parts))
+		for _, p := range parts {
+			fmt.Fprintf(h, "%d:%s\n", len(p), p)
+		}
+	}
+	err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, path)
+		if err != nil {
+			return err
+		}
+		write("file", path, string(b))
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+
+	versions := make([]int64, 0, len(goMigrations))
+	for _, m := range goMigrations {
+		versions = append(versions, m.Version)
+	}
+	slices.Sort(versions)
+	for _, v := range versions {
+		write("go migration", strconv.FormatInt(v, 10))
+	}
+
+	migrator, err := rivermigrate.New(riverpgxv5.New(nil), nil)
+	if err != nil {
+		return "", err
+	}
+	write("river schema version", strconv.Itoa(riverSchemaVersion))
+	pinned := false
+	for _, m := range migrator.AllVersions() {
+		if m.Version > riverSchemaVersion {
+			break
+		}
+		write("river migration", strconv.Itoa(m.Version), m.Name, m.SQLUp)
+		pinned = pinned || m.Version == riverSchemaVersion
+	}
+	if !pinned {
+		return "", fmt.Errorf("river has no schema version %d", riverSchemaVersion)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
