@@ -8,7 +8,7 @@
 #   BENCH_CONNS=1,8,32,64
 #   DATABASE_URL        the Postgres server to use; without it, the throwaway
 #                       cluster of scripts/postgres.sh (stopped again at exit
-#                       if this script started it)
+#                       if this script started it and no one else uses it)
 #   BENCH_CPUPROFILE=F  run the service under a CPU profiler and write the
 #                       profile to F (read it with `go tool pprof -top bin/paymentsd-profiled F`)
 #   BENCH_POOL_MAX_CONNS=N  give the service's connection pool N connections
@@ -54,14 +54,13 @@ if [ -n "${BENCH_CPUPROFILE:-}" ]; then
 fi
 
 pids=()
-stop_postgres=false
+release_postgres=false
 cleanup() {
   local pid
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  if $stop_postgres; then
-    say "stopping the cluster this run started"
-    scripts/postgres.sh stop || true
+  if $release_postgres; then
+    scripts/postgres.sh release $$ || true
   fi
 }
 trap cleanup EXIT
@@ -70,14 +69,10 @@ trap 'exit 130' INT TERM
 if [ -n "${DATABASE_URL:-}" ]; then
   admin_url=$DATABASE_URL
 else
-  # Stop the throwaway cluster at exit only if it was not already running.
-  pg_port=$(scripts/postgres.sh url)
-  pg_port=${pg_port#*://*:}
-  pg_port=${pg_port%%/*}
-  if ! (exec 3<>"/dev/tcp/127.0.0.1/$pg_port") 2>/dev/null; then
-    stop_postgres=true
-  fi
-  admin_url=$(scripts/postgres.sh start)
+  # Released at exit: stopped only if this run started it and no one else
+  # (make run, make test) uses it by then.
+  release_postgres=true
+  admin_url=$(scripts/postgres.sh acquire $$)
 fi
 
 say "creating database $db"

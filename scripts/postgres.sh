@@ -2,9 +2,22 @@
 # A throwaway local Postgres cluster for `make run`, `make test` and
 # `make bench` when the environment names none.
 #
-#   scripts/postgres.sh start   start (or reuse) the cluster; print its URL
-#   scripts/postgres.sh stop    stop it
-#   scripts/postgres.sh url     print its URL
+#   scripts/postgres.sh start          start (or reuse) the cluster; print its URL
+#   scripts/postgres.sh stop           stop it, whoever uses it
+#   scripts/postgres.sh url            print its URL
+#   scripts/postgres.sh status         say whether it runs, and who holds it
+#   scripts/postgres.sh acquire PID    start or reuse it for process PID (a
+#                                      script's $$); print its URL
+#   scripts/postgres.sh release PID    PID is done with it: stop it only if
+#                                      an acquire started it and no other
+#                                      live process holds it
+#   scripts/postgres.sh keep           never stop it on release (make run)
+#
+# acquire and release count who uses the cluster, so `make test` never stops
+# a cluster it did not start, nor one that `make run` or another test run
+# took up meanwhile. The holders are files in .tmp/<name>.holders/, one per
+# process id; a holder whose process is gone no longer counts. A lock file
+# (flock) keeps concurrent acquires and releases apart.
 #
 # The cluster lives in .tmp/postgres (PAYMENTSD_PGDATA overrides) and listens
 # on 127.0.0.1 at PAYMENTSD_PGPORT, or else at the first free port from 55432,
@@ -17,6 +30,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pgdata=${PAYMENTSD_PGDATA:-$root/.tmp/postgres}
 portfile="$root/.tmp/$(basename "$pgdata").port"
+holders="$root/.tmp/$(basename "$pgdata").holders"
+autostop="$root/.tmp/$(basename "$pgdata").autostop"
+lockfile="$root/.tmp/$(basename "$pgdata").lock"
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -84,7 +100,8 @@ start() {
     if [ -e "$("$bin/pg_config" --pkglibdir 2>/dev/null)/pg_stat_statements.so" ]; then
       opts="$opts -c shared_preload_libraries=pg_stat_statements"
     fi
-    as_pg "$bin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w -t 60 start -o "$opts" >/dev/null
+    # 9>&-: the server must not inherit the lock (see locked).
+    as_pg "$bin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w -t 60 start -o "$opts" >/dev/null 9>&-
   fi
   for _ in $(seq 1 50); do
     "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" && { echo "$url"; return; }
@@ -101,9 +118,86 @@ stop() {
   as_pg "$bin/pg_ctl" -D "$pgdata" -m fast -w stop >/dev/null 2>&1 || true
 }
 
+running() {
+  local bin
+  bin=$(find_bin) || return 1
+  [ -s "$pgdata/PG_VERSION" ] && as_pg "$bin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1
+}
+
+# live_holders prints the holders whose process still runs, and forgets the
+# others.
+live_holders() {
+  local f pid
+  [ -d "$holders" ] || return 0
+  for f in "$holders"/*; do
+    [ -e "$f" ] || continue
+    pid=$(basename "$f")
+    if kill -0 "$pid" 2>/dev/null; then echo "$pid"; else rm -f "$f"; fi
+  done
+}
+
+# locked runs "$@" holding the cluster's lock, on fd 9; the server started
+# meanwhile does not inherit it.
+locked() {
+  mkdir -p "$(dirname "$lockfile")"
+  exec 9>"$lockfile"
+  flock 9
+  "$@"
+}
+
+need_pid() {
+  case "${1:-}" in
+    '' | *[!0-9]*) echo "postgres.sh: $2 needs the process id of its holder" >&2; exit 2 ;;
+  esac
+}
+
+acquire() {
+  if running; then
+    echo "postgres.sh: reusing the running cluster in ${pgdata#"$root"/} on port $port" >&2
+  else
+    echo "postgres.sh: starting a throwaway cluster in ${pgdata#"$root"/} on port $port" >&2
+    touch "$autostop"
+  fi
+  start
+  mkdir -p "$holders"
+  : >"$holders/$1"
+}
+
+release() {
+  rm -f "$holders/$1"
+  local others
+  others=$(live_holders | tr '\n' ' ')
+  if [ -n "$others" ]; then
+    echo "postgres.sh: leaving the cluster running: still used by process ${others% }" >&2
+  elif [ -e "$autostop" ]; then
+    echo "postgres.sh: stopping the cluster it started" >&2
+    stop
+    rm -f "$autostop"
+  elif running; then
+    echo "postgres.sh: leaving the cluster running, as it was (stop it with: scripts/postgres.sh stop)" >&2
+  fi
+}
+
+status() {
+  if running; then
+    echo "running in ${pgdata#"$root"/} on port $port: $url"
+    local h
+    h=$(live_holders | tr '\n' ' ')
+    [ -n "$h" ] && echo "used by process ${h% }"
+    [ -e "$autostop" ] && echo "stopped when its last user is done"
+    return 0
+  fi
+  echo "not running (${pgdata#"$root"/})"
+  return 3
+}
+
 case "${1:-}" in
-  start) start ;;
-  stop) stop ;;
+  start) locked start; rm -f "$autostop" ;;
+  stop) locked stop; rm -f "$autostop" ;;
   url) echo "$url" ;;
-  *) echo "usage: $0 start|stop|url" >&2; exit 2 ;;
+  status) status ;;
+  acquire) need_pid "${2:-}" acquire; locked acquire "$2" ;;
+  release) need_pid "${2:-}" release; locked release "$2" ;;
+  keep) rm -f "$autostop" ;;
+  *) echo "usage: $0 start|stop|url|status|acquire PID|release PID|keep" >&2; exit 2 ;;
 esac
