@@ -6,12 +6,13 @@
 #   make bench    throughput and latency against Postgres's own ceiling
 #   make chaos    the fault run: kills, restarts, processor faults
 #   make generate regenerate sqlc code; make check-generated fails if stale
+#   make clean    stop the throwaway Postgres clusters; remove .tmp/ and bin/
 
 SHELL := bash
 GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 
-.PHONY: build run test generate check-generated lint fuzz bench bench-go chaos
+.PHONY: build run test generate check-generated lint fuzz bench bench-go chaos clean
 
 build:
 	$(GO) build -o bin/paymentsd ./cmd/paymentsd
@@ -58,5 +59,10 @@ bench-go:
 # CHAOS_DURATION=45s is the short form; CHAOS_DURATION=10m the long one.
 chaos: build
 	scripts/chaos.sh
+
+# Stops the throwaway clusters (make run leaves its own running) and removes
+# .tmp/ and bin/.
+clean:
+	scripts/clean.sh
 
 # CI (.ci/run) runs every target above, the slow ones in their short forms.

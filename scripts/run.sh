@@ -1,47 +1,102 @@
 #!/usr/bin/env bash
 # `make run`: bring up what the API needs and serve it in the foreground.
-#  - DATABASE_URL unset: a throwaway local Postgres (scripts/postgres.sh).
-#  - STRIPE_SECRET_KEY and STRIPE_API_BASE unset: the Stripe emulator.
-# Then migrate, create a demo user, print a ready-to-paste curl, and serve.
+#  - DATABASE_URL unset: the throwaway local Postgres (scripts/postgres.sh),
+#    left running afterwards (`make clean` or `scripts/postgres.sh stop`).
+#  - STRIPE_SECRET_KEY and STRIPE_API_BASE unset: the Stripe emulator on
+#    PAYMENTSD_STRIPEFAKE_ADDR (127.0.0.1:12111), stopped with the API.
+# Then migrate, create a demo user, start the API on PAYMENTSD_ADDR
+# (127.0.0.1:8080), and print "Ready." with a ready-to-paste curl once
+# /readyz answers. Whatever fails to start stops the whole run with a message
+# that says what and why; Ctrl-C stops the API and the emulator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=bin/paymentsd
+addr=${PAYMENTSD_ADDR:-127.0.0.1:8080}
 
-if [ -z "${DATABASE_URL:-}" ]; then
-  DATABASE_URL=$(scripts/postgres.sh start)
-  export DATABASE_URL
-  echo "run: local Postgres at $DATABASE_URL (stop it with: scripts/postgres.sh stop)" >&2
-fi
+fail() { echo "run: $*" >&2; exit 1; }
+
+command -v curl >/dev/null 2>&1 || fail "curl is needed to see when the API is ready (apt-get install curl)"
+
+# port_taken HOST:PORT: something accepts connections there. An unspecified
+# host (0.0.0.0, [::]) is probed on loopback.
+port_taken() {
+  local host=${1%:*} port=${1##*:}
+  case $host in '' | 0.0.0.0 | '[::]' | '::') host=127.0.0.1 ;; esac
+  host=${host#[}
+  host=${host%]}
+  (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null
+}
+
+port_taken "$addr" && fail "$addr is taken: another make run, or another program, listens there. Stop it, or set PAYMENTSD_ADDR to a free address."
 
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ -n "${pg_acquired:-}" ]; then scripts/postgres.sh release $$ 2>/dev/null || true; fi
+}
 trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ -z "${DATABASE_URL:-}" ]; then
+  DATABASE_URL=$(scripts/postgres.sh acquire $$) || fail "the local Postgres did not start (see the lines above, and .tmp/postgres/server.log)"
+  pg_acquired=1
+  scripts/postgres.sh keep # make run leaves it running for the next run
+  export DATABASE_URL
+  echo "run: local Postgres at $DATABASE_URL (left running after make run; stop it with: make clean)" >&2
+fi
+
+# wait_for NAME PID URL: poll URL until it answers 200, failing if process
+# PID exits first or 60 s pass.
+wait_for() {
+  local name=$1 pid=$2 url=$3 i
+  for i in $(seq 1 600); do
+    kill -0 "$pid" 2>/dev/null || fail "$name exited before it was ready: see its log lines above"
+    curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "$name did not answer $url within 60 s"
+}
 
 if [ -z "${STRIPE_SECRET_KEY:-}" ] && [ -z "${STRIPE_API_BASE:-}" ]; then
   emulator_addr=${PAYMENTSD_STRIPEFAKE_ADDR:-127.0.0.1:12111}
+  port_taken "$emulator_addr" && fail "$emulator_addr, the Stripe emulator's address, is taken: another make run, or another program, listens there. Stop it, or set PAYMENTSD_STRIPEFAKE_ADDR to a free address."
   PAYMENTSD_LOG_LEVEL=warn "$bin" stripefake --addr "$emulator_addr" &
   pids+=($!)
+  wait_for "the Stripe emulator" "${pids[-1]}" "http://$emulator_addr/_fake/stats"
   export STRIPE_API_BASE="http://$emulator_addr"
-  echo "run: Stripe emulator at $STRIPE_API_BASE" >&2
+  echo "run: Stripe emulator at $STRIPE_API_BASE (stopped with the API)" >&2
 fi
 
-"$bin" migrate >&2
-user=$("$bin" users create --email "demo+$(date +%s)@example.com")
+"$bin" migrate >&2 || fail "the migrations failed: see above"
+user=$("$bin" users create --email "demo+$(date +%s%N)@example.com") || fail "could not create the demo user: see above"
 api_key=$(sed -E 's/.*"api_key":"([^"]+)".*/\1/' <<<"$user")
-addr=${PAYMENTSD_ADDR:-127.0.0.1:8080}
 
+"$bin" serve &
+pids+=($!)
+serve_pid=${pids[-1]}
+wait_for "paymentsd serve" "$serve_pid" "http://$addr/readyz"
+
+# The banner's curl is the first step of the README's walk (key "order-1001"),
+# so pasting it and then following the walk gives the README's ids.
 cat >&2 <<CURL
 
 Ready. Charge a card (run it twice: the second answer is a replay):
 
+  export API_KEY=$api_key
   curl -i http://$addr/payments \\
-    -H 'Authorization: Bearer $api_key' \\
-    -H 'Idempotency-Key: "order-$(date +%s)"' \\
+    -H "Authorization: Bearer \$API_KEY" \\
+    -H 'Idempotency-Key: "order-1001"' \\
     -H 'Content-Type: application/json' \\
-    -d '{"amount": 2000, "currency": "usd", "payment_method": "pm_card_visa"}'
+    -d '{"amount": 2000, "currency": "usd", "payment_method": "pm_card_visa", "description": "Order #1001"}'
+
+Left running after Ctrl-C: the local Postgres cluster, if make run started one (make clean stops it).
 
 CURL
 
-"$bin" serve &
-pids+=($!)
-wait "${pids[-1]}"
+set +e
+wait "$serve_pid"
+code=$?
+set -e
+[ "$code" = 0 ] || [ "$code" = 130 ] || [ "$code" = 143 ] || fail "paymentsd serve stopped with exit code $code: see its log above"
