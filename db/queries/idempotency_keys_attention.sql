@@ -60,3 +60,22 @@ LIMIT @max_keys;
 -- name: DeploymentNamespace :one
 SELECT namespace
 FROM deployment;
+
+-- IdempotencyKeyFinishFromOutside finishes an unfinished key with the answer
+-- that Stripe's own word (a webhook) settled: whatever its lease or its
+-- parking. A run still holding the lease then fails its fence and writes
+-- nothing. Zero rows: the key was finished already.
+-- name: IdempotencyKeyFinishFromOutside :execrows
+UPDATE idempotency_keys
+SET recovery_point     = 'finished',
+    needs_attention_at = NULL,
+    lock_token         = NULL,
+    locked_by          = NULL,
+    locked_at          = NULL,
+    last_run_at        = now(),
+    finished_at        = now(),
+    response_code      = @response_code,
+    response_headers   = @response_headers,
+    response_body      = @response_body
+WHERE id = @id
+  AND recovery_point <> 'finished';

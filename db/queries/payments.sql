@@ -3,9 +3,9 @@
 -- name: PaymentInsert :one
 WITH payment AS (
     INSERT INTO payments (
-        user_id, idempotency_key_id, amount, currency, payment_method, description
+        user_id, idempotency_key_id, intent_id, amount, currency, payment_method, description
     ) VALUES (
-        @user_id, @idempotency_key_id, @amount, @currency, @payment_method, @description
+        @user_id, @idempotency_key_id, @intent_id, @amount, @currency, @payment_method, @description
     )
     RETURNING *
 ), audit AS (

@@ -18,8 +18,8 @@ WITH reserved AS (
         updated_at      = now()
     WHERE p.id = sqlc.arg(payment_id)
 ), refund AS (
-    INSERT INTO refunds (user_id, payment_id, idempotency_key_id, amount, currency, reason)
-    VALUES (@user_id, @payment_id, @idempotency_key_id, @amount, @currency, sqlc.narg(reason))
+    INSERT INTO refunds (user_id, payment_id, idempotency_key_id, intent_id, amount, currency, reason)
+    VALUES (@user_id, @payment_id, @idempotency_key_id, @intent_id, @amount, @currency, sqlc.narg(reason))
     RETURNING *
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)

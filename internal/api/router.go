@@ -17,6 +17,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/problem"
+	"github.com/paymentsd/paymentsd/internal/webhooks"
 )
 
 // Config tunes the HTTP layer.
@@ -27,6 +28,9 @@ type Config struct {
 	// AuthCacheTTL is how long a process trusts a cached API key lookup;
 	// zero turns the cache off.
 	AuthCacheTTL time.Duration
+	// Webhooks, when set, serves POST /webhooks/stripe (no bearer auth:
+	// Stripe's signature authenticates it).
+	Webhooks *webhooks.Handler
 }
 
 // Server holds what the handlers share.
@@ -82,6 +86,9 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(apispec.OpenAPI)
 	})
+	if s.cfg.Webhooks != nil {
+		r.Post("/webhooks/stripe", s.stripeWebhook)
+	}
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
 		for _, ep := range s.endpoints {

@@ -27,6 +27,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/phases/refunds"
 	"github.com/paymentsd/paymentsd/internal/ratelimit"
+	"github.com/paymentsd/paymentsd/internal/webhooks"
 	"github.com/paymentsd/paymentsd/internal/workers"
 )
 
@@ -54,6 +55,9 @@ type Options struct {
 	// AuthCacheTTL bounds how long a process trusts a cached API key
 	// (default 10s; negative turns the cache off).
 	AuthCacheTTL time.Duration
+	// WebhookSecret, when set, mounts POST /webhooks/stripe, verified with
+	// it (STRIPE_WEBHOOK_SECRET).
+	WebhookSecret string
 }
 
 // App is an assembled service.
@@ -131,9 +135,19 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 	if opts.AuthCacheTTL == 0 {
 		opts.AuthCacheTTL = 10 * time.Second
 	}
+	var hooks *webhooks.Handler
+	if opts.WebhookSecret != "" {
+		hooks = &webhooks.Handler{
+			Pool: pool, Secret: opts.WebhookSecret, Namespace: namespace,
+			Payments: &payments.EventSettler{Engine: engine, Receipt: receipt},
+			Refunds:  &refunds.EventSettler{Engine: engine},
+			Observe:  func(eventType, outcome string) { m.WebhookEvents.WithLabelValues(eventType, outcome).Inc() },
+		}
+	}
 	server, err := api.NewServer(pool, engine, m, opts.Logger, api.Config{
 		RequestTimeout: opts.RequestTimeout,
 		AuthCacheTTL:   opts.AuthCacheTTL,
+		Webhooks:       hooks,
 	}, endpoints...)
 	if err != nil {
 		return nil, err

@@ -73,6 +73,7 @@ func appOptions(cfg *config.Config, log zerolog.Logger) app.Options {
 			VisibilityMargin: cfg.StripeVisibilityMargin,
 		},
 		ShutdownGrace:     cfg.ShutdownGrace,
+		WebhookSecret:     cfg.StripeWebhookSecret,
 		RateLimit:         cfg.RateLimit,
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		Workers: workers.Config{

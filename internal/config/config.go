@@ -15,7 +15,9 @@ type Config struct {
 	Addr            string
 	StripeSecretKey string
 	StripeAPIBase   string
-	StripeTimeout   time.Duration
+	// StripeWebhookSecret mounts POST /webhooks/stripe when set.
+	StripeWebhookSecret string
+	StripeTimeout       time.Duration
 	// StripeVisibilityMargin: see payments.StripeConfig.VisibilityMargin.
 	StripeVisibilityMargin time.Duration
 	LockTimeout            time.Duration
@@ -40,7 +42,9 @@ func Load() (*Config, error) {
 		Addr:            env("PAYMENTSD_ADDR", "127.0.0.1:8080"),
 		StripeSecretKey: os.Getenv("STRIPE_SECRET_KEY"),
 		StripeAPIBase:   os.Getenv("STRIPE_API_BASE"),
-		LogLevel:        env("PAYMENTSD_LOG_LEVEL", "info"),
+
+		StripeWebhookSecret: os.Getenv("STRIPE_WEBHOOK_SECRET"),
+		LogLevel:            env("PAYMENTSD_LOG_LEVEL", "info"),
 	}
 	var errs []error
 	cfg.LockTimeout = duration("PAYMENTSD_LOCK_TIMEOUT", 90*time.Second, &errs)

@@ -49,6 +49,7 @@ type Metrics struct {
 	CompleterResumes    *prometheus.CounterVec
 	Reconciliations     *prometheus.CounterVec
 	ReapedKeys          prometheus.Counter
+	WebhookEvents       *prometheus.CounterVec
 }
 
 // New registers the metrics, plus gauges read from pool at scrape time:
@@ -92,13 +93,17 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 			Name: "paymentsd_reconciliations_total",
 			Help: "Lookups of a PaymentIntent by metadata after an unknown outcome, by result: adopted, not_found (a new attempt key may follow), not_created (nothing created, proven at the end of Stripe's window), needs_attention (handed to an operator).",
 		}, []string{"result"}),
+		WebhookEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paymentsd_webhook_events_total",
+			Help: "Verified Stripe events, by type and outcome: applied, ignored (recorded with the reason), duplicate.",
+		}, []string{"type", "outcome"}),
 		ReapedKeys: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "paymentsd_reaped_keys_total",
 			Help: "Finished idempotency keys deleted after their retention.",
 		}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.IdempotencyOutcomes, m.PhaseDuration,
-		m.LeaseTakeovers, m.KeysParked, m.CompleterResumes, m.Reconciliations, m.ReapedKeys,
+		m.LeaseTakeovers, m.KeysParked, m.CompleterResumes, m.Reconciliations, m.ReapedKeys, m.WebhookEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&keyCollector{pool: pool, reconcileAfter: reconcileAfter})
 	// Start every known series at zero, so dashboards and alerts see it

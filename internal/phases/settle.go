@@ -77,3 +77,21 @@ func (e *Engine) Settle(ctx context.Context, keyID int64, settle Settler) (*Resp
 
 // lockToken is the run's lease token as the queries take it.
 func (r *Run) lockToken() uuid.NullUUID { return uuid.NullUUID{UUID: r.token, Valid: true} }
+
+// FinishFromOutside finishes key keyID with resp in tx, whatever its lease
+// or its parking, because the remote party itself settled its outcome (a
+// webhook). A run still holding the lease then fails its fence and writes
+// nothing. It reports false when the key was finished already.
+func (e *Engine) FinishFromOutside(ctx context.Context, tx pgx.Tx, keyID int64, resp *Response) (bool, error) {
+	headers, err := json.Marshal(resp.Headers)
+	if err != nil {
+		return false, fmt.Errorf("error encoding response headers: %w", err)
+	}
+	rows, err := e.queries.IdempotencyKeyFinishFromOutside(ctx, tx, &dbsqlc.IdempotencyKeyFinishFromOutsideParams{
+		ID: keyID, ResponseCode: ptr(int32(resp.Status)), ResponseHeaders: headers, ResponseBody: resp.Body,
+	})
+	if err != nil {
+		return false, fmt.Errorf("error finishing idempotency key: %w", err)
+	}
+	return rows == 1, nil
+}

@@ -34,6 +34,7 @@ var (
 	PaymentNotRefundable  = Type{"payment-not-refundable", "Payment not refundable", http.StatusBadRequest}
 	RefundRejected        = Type{"refund-rejected", "Refund rejected by the processor", http.StatusBadRequest}
 	Unauthorized          = Type{"unauthorized", "Unauthorized", http.StatusUnauthorized}
+	InvalidSignature      = Type{"invalid-signature", "Invalid webhook signature", http.StatusBadRequest}
 	CardDeclined          = Type{"card-declined", "Card declined", http.StatusPaymentRequired}
 	NotFound              = Type{"not-found", "Not found", http.StatusNotFound}
 	MethodNotAllowed      = Type{"method-not-allowed", "Method not allowed", http.StatusMethodNotAllowed}

@@ -50,6 +50,8 @@ type ServiceOptions struct {
 	Emulator *Emulator
 	// Stripe tunes the charger; its key, base URL and timeout are filled in.
 	Stripe payments.StripeConfig
+	// WebhookSecret mounts POST /webhooks/stripe.
+	WebhookSecret string
 }
 
 // Emulator is a Stripe emulator served over HTTP for tests.
@@ -137,6 +139,7 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 		ShutdownGrace:  5 * time.Second,
 		RequestTimeout: opts.RequestTimeout,
 		Workers:        opts.Workers,
+		WebhookSecret:  opts.WebhookSecret,
 	})
 	if err != nil {
 		t.Fatalf("error assembling service: %v", err)

@@ -24,6 +24,46 @@ func (q *Queries) DeploymentNamespace(ctx context.Context, db DBTX) (uuid.UUID, 
 	return namespace, err
 }
 
+const idempotencyKeyFinishFromOutside = `-- name: IdempotencyKeyFinishFromOutside :execrows
+UPDATE idempotency_keys
+SET recovery_point     = 'finished',
+    needs_attention_at = NULL,
+    lock_token         = NULL,
+    locked_by          = NULL,
+    locked_at          = NULL,
+    last_run_at        = now(),
+    finished_at        = now(),
+    response_code      = $1,
+    response_headers   = $2,
+    response_body      = $3
+WHERE id = $4
+  AND recovery_point <> 'finished'
+`
+
+type IdempotencyKeyFinishFromOutsideParams struct {
+	ResponseCode    *int32
+	ResponseHeaders []byte
+	ResponseBody    []byte
+	ID              int64
+}
+
+// IdempotencyKeyFinishFromOutside finishes an unfinished key with the answer
+// that Stripe's own word (a webhook) settled: whatever its lease or its
+// parking. A run still holding the lease then fails its fence and writes
+// nothing. Zero rows: the key was finished already.
+func (q *Queries) IdempotencyKeyFinishFromOutside(ctx context.Context, db DBTX, arg *IdempotencyKeyFinishFromOutsideParams) (int64, error) {
+	result, err := db.Exec(ctx, idempotencyKeyFinishFromOutside,
+		arg.ResponseCode,
+		arg.ResponseHeaders,
+		arg.ResponseBody,
+		arg.ID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const idempotencyKeyFinishSettled = `-- name: IdempotencyKeyFinishSettled :execrows
 UPDATE idempotency_keys
 SET recovery_point     = 'finished',

@@ -90,6 +90,8 @@ type Payment struct {
 	AmountRefunded        int64
 	AmountReserved        int64
 	ChargeAttemptAt       time.Time
+	IntentID              *string
+	DisputedAt            *time.Time
 }
 
 type Receipt struct {
@@ -117,6 +119,18 @@ type Refund struct {
 	RefundAttemptAt      time.Time
 	CreatedAt            time.Time
 	UpdatedAt            time.Time
+	IntentID             *string
+	StatusAt             *time.Time
+}
+
+type StripeEvent struct {
+	ID            string
+	Type          string
+	ObjectID      *string
+	StripeCreated time.Time
+	ReceivedAt    time.Time
+	Outcome       string
+	Reason        *string
 }
 
 type User struct {

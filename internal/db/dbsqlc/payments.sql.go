@@ -11,7 +11,7 @@ import (
 )
 
 const paymentGetByIDForUser = `-- name: PaymentGetByIDForUser :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
 FROM payments
 WHERE id = $1
   AND user_id = $2
@@ -46,12 +46,14 @@ func (q *Queries) PaymentGetByIDForUser(ctx context.Context, db DBTX, arg *Payme
 		&i.AmountRefunded,
 		&i.AmountReserved,
 		&i.ChargeAttemptAt,
+		&i.IntentID,
+		&i.DisputedAt,
 	)
 	return &i, err
 }
 
 const paymentGetByIdempotencyKeyID = `-- name: PaymentGetByIdempotencyKeyID :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
 FROM payments
 WHERE idempotency_key_id = $1
 `
@@ -78,6 +80,8 @@ func (q *Queries) PaymentGetByIdempotencyKeyID(ctx context.Context, db DBTX, ide
 		&i.AmountRefunded,
 		&i.AmountReserved,
 		&i.ChargeAttemptAt,
+		&i.IntentID,
+		&i.DisputedAt,
 	)
 	return &i, err
 }
@@ -85,24 +89,25 @@ func (q *Queries) PaymentGetByIdempotencyKeyID(ctx context.Context, db DBTX, ide
 const paymentInsert = `-- name: PaymentInsert :one
 WITH payment AS (
     INSERT INTO payments (
-        user_id, idempotency_key_id, amount, currency, payment_method, description
+        user_id, idempotency_key_id, intent_id, amount, currency, payment_method, description
     ) VALUES (
-        $1, $2, $3, $4, $5, $6
+        $1, $2, $3, $4, $5, $6, $7
     )
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.created', 'payment', p.id,
            jsonb_build_object('status', p.status, 'idempotency_key_id', p.idempotency_key_id)
     FROM payment AS p
 )
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
 FROM payment
 `
 
 type PaymentInsertParams struct {
 	UserID           int64
 	IdempotencyKeyID *int64
+	IntentID         *string
 	Amount           int64
 	Currency         string
 	PaymentMethod    string
@@ -128,6 +133,8 @@ type PaymentInsertRow struct {
 	AmountRefunded        int64
 	AmountReserved        int64
 	ChargeAttemptAt       time.Time
+	IntentID              *string
+	DisputedAt            *time.Time
 }
 
 // PaymentInsert creates the pending payment and its audit record in one
@@ -136,6 +143,7 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg *PaymentInsert
 	row := db.QueryRow(ctx, paymentInsert,
 		arg.UserID,
 		arg.IdempotencyKeyID,
+		arg.IntentID,
 		arg.Amount,
 		arg.Currency,
 		arg.PaymentMethod,
@@ -161,12 +169,14 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg *PaymentInsert
 		&i.AmountRefunded,
 		&i.AmountReserved,
 		&i.ChargeAttemptAt,
+		&i.IntentID,
+		&i.DisputedAt,
 	)
 	return &i, err
 }
 
 const paymentListForUser = `-- name: PaymentListForUser :many
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
 FROM payments
 WHERE user_id = $1
   AND id < coalesce($2::bigint, 9223372036854775807)
@@ -211,6 +221,8 @@ func (q *Queries) PaymentListForUser(ctx context.Context, db DBTX, arg *PaymentL
 			&i.AmountRefunded,
 			&i.AmountReserved,
 			&i.ChargeAttemptAt,
+			&i.IntentID,
+			&i.DisputedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -223,7 +235,7 @@ func (q *Queries) PaymentListForUser(ctx context.Context, db DBTX, arg *PaymentL
 }
 
 const paymentListForUserBefore = `-- name: PaymentListForUserBefore :many
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
 FROM payments
 WHERE user_id = $1
   AND id > $2
@@ -267,6 +279,8 @@ func (q *Queries) PaymentListForUserBefore(ctx context.Context, db DBTX, arg *Pa
 			&i.AmountRefunded,
 			&i.AmountReserved,
 			&i.ChargeAttemptAt,
+			&i.IntentID,
+			&i.DisputedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -284,7 +298,7 @@ SET charge_attempt_spent_at = coalesce(charge_attempt_spent_at, now()),
     updated_at              = now()
 WHERE id = $1
   AND charge_attempt = $2
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
 `
 
 type PaymentMarkAttemptSpentParams struct {
@@ -317,6 +331,8 @@ func (q *Queries) PaymentMarkAttemptSpent(ctx context.Context, db DBTX, arg *Pay
 		&i.AmountRefunded,
 		&i.AmountReserved,
 		&i.ChargeAttemptAt,
+		&i.IntentID,
+		&i.DisputedAt,
 	)
 	return &i, err
 }
@@ -329,7 +345,7 @@ SET charge_attempt          = charge_attempt + 1,
     updated_at              = now()
 WHERE id = $1
   AND charge_attempt = $2
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
 `
 
 type PaymentNextAttemptParams struct {
@@ -361,6 +377,8 @@ func (q *Queries) PaymentNextAttempt(ctx context.Context, db DBTX, arg *PaymentN
 		&i.AmountRefunded,
 		&i.AmountReserved,
 		&i.ChargeAttemptAt,
+		&i.IntentID,
+		&i.DisputedAt,
 	)
 	return &i, err
 }
@@ -374,7 +392,7 @@ WITH payment AS (
         failure_message          = $4,
         updated_at               = now()
     WHERE payments.id = $5
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.' || p.status, 'payment', p.id,
@@ -385,7 +403,7 @@ WITH payment AS (
                'idempotency_key_id', p.idempotency_key_id))
     FROM payment AS p
 )
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
 FROM payment
 `
 
@@ -416,6 +434,8 @@ type PaymentRecordOutcomeRow struct {
 	AmountRefunded        int64
 	AmountReserved        int64
 	ChargeAttemptAt       time.Time
+	IntentID              *string
+	DisputedAt            *time.Time
 }
 
 // PaymentRecordOutcome records the charge's outcome and audits it, in one
@@ -448,6 +468,8 @@ func (q *Queries) PaymentRecordOutcome(ctx context.Context, db DBTX, arg *Paymen
 		&i.AmountRefunded,
 		&i.AmountReserved,
 		&i.ChargeAttemptAt,
+		&i.IntentID,
+		&i.DisputedAt,
 	)
 	return &i, err
 }

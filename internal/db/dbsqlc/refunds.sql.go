@@ -51,7 +51,7 @@ func (q *Queries) PaymentLockForRefund(ctx context.Context, db DBTX, arg *Paymen
 }
 
 const refundGetByIDForUser = `-- name: RefundGetByIDForUser :one
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
 FROM refunds
 WHERE id = $1
   AND user_id = $2
@@ -82,12 +82,14 @@ func (q *Queries) RefundGetByIDForUser(ctx context.Context, db DBTX, arg *Refund
 		&i.RefundAttemptAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.IntentID,
+		&i.StatusAt,
 	)
 	return &i, err
 }
 
 const refundGetByIdempotencyKeyID = `-- name: RefundGetByIdempotencyKeyID :one
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
 FROM refunds
 WHERE idempotency_key_id = $1
 `
@@ -111,6 +113,8 @@ func (q *Queries) RefundGetByIdempotencyKeyID(ctx context.Context, db DBTX, idem
 		&i.RefundAttemptAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.IntentID,
+		&i.StatusAt,
 	)
 	return &i, err
 }
@@ -122,16 +126,16 @@ WITH reserved AS (
         updated_at      = now()
     WHERE p.id = $2
 ), refund AS (
-    INSERT INTO refunds (user_id, payment_id, idempotency_key_id, amount, currency, reason)
-    VALUES ($3, $2, $4, $1, $5, $6)
-    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at
+    INSERT INTO refunds (user_id, payment_id, idempotency_key_id, intent_id, amount, currency, reason)
+    VALUES ($3, $2, $4, $5, $1, $6, $7)
+    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT r.user_id, 'refund.created', 'refund', r.id,
            jsonb_build_object('payment_id', r.payment_id, 'amount', r.amount, 'idempotency_key_id', r.idempotency_key_id)
     FROM refund AS r
 )
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
 FROM refund
 `
 
@@ -140,6 +144,7 @@ type RefundInsertParams struct {
 	PaymentID        int64
 	UserID           int64
 	IdempotencyKeyID *int64
+	IntentID         *string
 	Currency         string
 	Reason           *string
 }
@@ -160,6 +165,8 @@ type RefundInsertRow struct {
 	RefundAttemptAt      time.Time
 	CreatedAt            time.Time
 	UpdatedAt            time.Time
+	IntentID             *string
+	StatusAt             *time.Time
 }
 
 // RefundInsert creates the pending refund, reserves its amount on the
@@ -170,6 +177,7 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg *RefundInsertPa
 		arg.PaymentID,
 		arg.UserID,
 		arg.IdempotencyKeyID,
+		arg.IntentID,
 		arg.Currency,
 		arg.Reason,
 	)
@@ -190,12 +198,14 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg *RefundInsertPa
 		&i.RefundAttemptAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.IntentID,
+		&i.StatusAt,
 	)
 	return &i, err
 }
 
 const refundListForPayment = `-- name: RefundListForPayment :many
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
 FROM refunds
 WHERE payment_id = $1
   AND user_id = $2
@@ -245,6 +255,8 @@ func (q *Queries) RefundListForPayment(ctx context.Context, db DBTX, arg *Refund
 			&i.RefundAttemptAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.IntentID,
+			&i.StatusAt,
 		); err != nil {
 			return nil, err
 		}
@@ -257,7 +269,7 @@ func (q *Queries) RefundListForPayment(ctx context.Context, db DBTX, arg *Refund
 }
 
 const refundListForPaymentBefore = `-- name: RefundListForPaymentBefore :many
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
 FROM refunds
 WHERE payment_id = $1
   AND user_id = $2
@@ -305,6 +317,8 @@ func (q *Queries) RefundListForPaymentBefore(ctx context.Context, db DBTX, arg *
 			&i.RefundAttemptAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.IntentID,
+			&i.StatusAt,
 		); err != nil {
 			return nil, err
 		}
@@ -322,7 +336,7 @@ SET refund_attempt_spent_at = coalesce(refund_attempt_spent_at, now()),
     updated_at              = now()
 WHERE id = $1
   AND refund_attempt = $2
-RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at
+RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
 `
 
 type RefundMarkAttemptSpentParams struct {
@@ -350,6 +364,8 @@ func (q *Queries) RefundMarkAttemptSpent(ctx context.Context, db DBTX, arg *Refu
 		&i.RefundAttemptAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.IntentID,
+		&i.StatusAt,
 	)
 	return &i, err
 }
@@ -362,7 +378,7 @@ SET refund_attempt          = refund_attempt + 1,
     updated_at              = now()
 WHERE id = $1
   AND refund_attempt = $2
-RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at
+RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
 `
 
 type RefundNextAttemptParams struct {
@@ -390,6 +406,8 @@ func (q *Queries) RefundNextAttempt(ctx context.Context, db DBTX, arg *RefundNex
 		&i.RefundAttemptAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.IntentID,
+		&i.StatusAt,
 	)
 	return &i, err
 }
@@ -402,7 +420,7 @@ WITH refund AS (
         failure_reason   = $3,
         updated_at       = now()
     WHERE refunds.id = $4
-    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at
+    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
 ), payment AS (
     UPDATE payments AS p
     SET amount_refunded = p.amount_refunded + CASE WHEN r.status = 'succeeded' THEN r.amount ELSE 0 END,
@@ -418,7 +436,7 @@ WITH refund AS (
                'stripe_refund_id', r.stripe_refund_id, 'failure_reason', r.failure_reason))
     FROM refund AS r
 )
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
 FROM refund
 `
 
@@ -445,6 +463,8 @@ type RefundRecordOutcomeRow struct {
 	RefundAttemptAt      time.Time
 	CreatedAt            time.Time
 	UpdatedAt            time.Time
+	IntentID             *string
+	StatusAt             *time.Time
 }
 
 // RefundRecordOutcome records what Stripe made of a refund, moves the
@@ -474,6 +494,8 @@ func (q *Queries) RefundRecordOutcome(ctx context.Context, db DBTX, arg *RefundR
 		&i.RefundAttemptAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.IntentID,
+		&i.StatusAt,
 	)
 	return &i, err
 }

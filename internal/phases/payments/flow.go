@@ -72,6 +72,7 @@ func (f *flow) createPayment(ctx context.Context, tx pgx.Tx, run *phases.Run) (p
 	row, err := f.queries.PaymentInsert(ctx, tx, &dbsqlc.PaymentInsertParams{
 		UserID:           run.Key.UserID,
 		IdempotencyKeyID: &run.Key.ID,
+		IntentID:         ptr(f.intentOf(run.Key).ID()),
 		Amount:           p.Amount,
 		Currency:         p.Currency,
 		PaymentMethod:    p.PaymentMethod,
@@ -208,3 +209,5 @@ func (f *flow) payment(ctx context.Context, dbtx dbsqlc.DBTX, run *phases.Run) (
 	phases.Keep(run, p)
 	return p, nil
 }
+
+func ptr[T any](v T) *T { return &v }

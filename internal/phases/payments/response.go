@@ -20,8 +20,10 @@ type View struct {
 	StripePaymentIntentID *string `json:"stripe_payment_intent_id"`
 	Description           *string `json:"description"`
 	// AmountRefunded is what succeeded refunds gave back, in minor units.
-	AmountRefunded int64     `json:"amount_refunded"`
-	CreatedAt      time.Time `json:"created_at"`
+	AmountRefunded int64 `json:"amount_refunded"`
+	// Disputed is set once the cardholder disputed the charge.
+	Disputed  bool      `json:"disputed"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // ViewOf returns the API view of p.
@@ -34,6 +36,7 @@ func ViewOf(p *dbsqlc.Payment) *View {
 		StripePaymentIntentID: p.StripePaymentIntentID,
 		Description:           p.Description,
 		AmountRefunded:        p.AmountRefunded,
+		Disputed:              p.DisputedAt != nil,
 		CreatedAt:             p.CreatedAt.UTC(),
 	}
 }

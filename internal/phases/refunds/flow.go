@@ -75,8 +75,9 @@ func (f *flow) decide(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.T
 	if amount < 1 || amount > remaining {
 		return phases.FinishWith(exceedsPayment(payment.ID, amount, remaining)), nil
 	}
+	intentID := f.intentOf(run.Key).ID()
 	row, err := f.queries.RefundInsert(ctx, tx, &dbsqlc.RefundInsertParams{
-		UserID: run.Key.UserID, PaymentID: payment.ID, IdempotencyKeyID: &run.Key.ID,
+		UserID: run.Key.UserID, PaymentID: payment.ID, IdempotencyKeyID: &run.Key.ID, IntentID: &intentID,
 		Amount: amount, Currency: payment.Currency, Reason: p.Reason,
 	})
 	if err != nil {
@@ -100,7 +101,7 @@ func (f *flow) refund(ctx context.Context, run *phases.Run) (*Outcome, error) {
 	}
 	r := st.refund
 	return f.refunder.Refund(ctx, &Request{
-		Intent:          intent.Intent{Namespace: f.namespace, UserID: run.Key.UserID, Key: run.Key.IdempotencyKey},
+		Intent:          f.intentOf(run.Key),
 		PaymentIntentID: st.paymentIntentID,
 		Amount:          r.Amount,
 		Currency:        r.Currency,
@@ -210,4 +211,9 @@ func (p *progress) Next(ctx context.Context, attempt int) (time.Time, error) {
 		return nil
 	})
 	return at, err
+}
+
+// intentOf is the client intent a key stands for.
+func (f *flow) intentOf(key *dbsqlc.IdempotencyKey) intent.Intent {
+	return intent.Intent{Namespace: f.namespace, UserID: key.UserID, Key: key.IdempotencyKey}
 }

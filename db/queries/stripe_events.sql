@@ -1,0 +1,88 @@
+-- StripeEventInsert records a verified event once: no row when it was
+-- recorded before (a redelivery, or a concurrent delivery that committed
+-- first: the insert waits for it, then does nothing).
+-- name: StripeEventInsert :one
+INSERT INTO stripe_events (id, type, object_id, stripe_created)
+VALUES (@id, @type, sqlc.narg(object_id), @stripe_created)
+ON CONFLICT (id) DO NOTHING
+RETURNING id;
+
+-- StripeEventRecord says what became of an event, in its transaction.
+-- name: StripeEventRecord :exec
+UPDATE stripe_events
+SET outcome = @outcome,
+    reason  = sqlc.narg(reason)
+WHERE id = @id;
+
+-- PaymentLockForEvent locks the payment an event is about: by its
+-- PaymentIntent, or else the newest one made for the event's intent.
+-- name: PaymentLockForEvent :one
+SELECT *
+FROM payments
+WHERE stripe_payment_intent_id = sqlc.narg(stripe_payment_intent_id)
+   OR (stripe_payment_intent_id IS NULL AND intent_id = sqlc.narg(intent_id))
+ORDER BY (stripe_payment_intent_id IS NOT NULL) DESC, id DESC
+LIMIT 1
+FOR UPDATE;
+
+-- PaymentMarkDisputed marks the payment of a PaymentIntent disputed, once.
+-- name: PaymentMarkDisputed :one
+WITH payment AS (
+    UPDATE payments
+    SET disputed_at = coalesce(disputed_at, @disputed_at),
+        updated_at  = now()
+    WHERE stripe_payment_intent_id = @stripe_payment_intent_id
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
+    SELECT p.user_id, 'payment.disputed', 'payment', p.id, jsonb_build_object('dispute', sqlc.arg(dispute_id)::text)
+    FROM payment AS p
+)
+SELECT id
+FROM payment;
+
+-- RefundLockForEvent locks the refund an event is about: by its Stripe
+-- Refund, or else the newest one made for the event's intent.
+-- name: RefundLockForEvent :one
+SELECT *
+FROM refunds
+WHERE stripe_refund_id = sqlc.narg(stripe_refund_id)
+   OR (stripe_refund_id IS NULL AND intent_id = sqlc.narg(intent_id))
+ORDER BY (stripe_refund_id IS NOT NULL) DESC, id DESC
+LIMIT 1
+FOR UPDATE;
+
+-- RefundTransition moves a refund from the status it has to another, as
+-- Stripe did at status_at, and moves the payment's amounts with it: a
+-- refund that succeeds is refunded; one that fails gives back what it
+-- reserved, and what it refunded if it had succeeded. One statement, with
+-- the audit record.
+-- name: RefundTransition :one
+WITH refund AS (
+    UPDATE refunds
+    SET status           = @status,
+        stripe_refund_id = coalesce(stripe_refund_id, sqlc.narg(stripe_refund_id)),
+        failure_reason   = sqlc.narg(failure_reason),
+        status_at        = @status_at,
+        updated_at       = now()
+    WHERE refunds.id = sqlc.arg(id)
+      AND refunds.status = sqlc.arg(from_status)
+    RETURNING *
+), payment AS (
+    UPDATE payments AS p
+    SET amount_refunded = p.amount_refunded
+            + CASE WHEN r.status = 'succeeded' THEN r.amount ELSE 0 END
+            - CASE WHEN sqlc.arg(from_status)::text = 'succeeded' THEN r.amount ELSE 0 END,
+        amount_reserved = p.amount_reserved - CASE WHEN r.status = 'failed' THEN r.amount ELSE 0 END,
+        updated_at      = now()
+    FROM refund AS r
+    WHERE p.id = r.payment_id
+), audit AS (
+    INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
+    SELECT r.user_id, 'refund.' || r.status, 'refund', r.id,
+           jsonb_strip_nulls(jsonb_build_object('payment_id', r.payment_id, 'amount', r.amount, 'from', sqlc.arg(from_status)::text,
+               'stripe_refund_id', r.stripe_refund_id, 'failure_reason', r.failure_reason, 'by', 'webhook'))
+    FROM refund AS r
+)
+SELECT *
+FROM refund;

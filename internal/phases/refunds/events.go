@@ -1,0 +1,61 @@
+package refunds
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stripe/stripe-go/v79"
+
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/phases"
+)
+
+// EventSettler applies Stripe's word on a Refund (refund.updated and the
+// like) to the refund made for it.
+type EventSettler struct {
+	Engine *phases.Engine
+}
+
+// Settle moves refund, locked in tx, to the status Stripe gave it at at: an
+// older event than the status it has changes nothing, and a failed refund
+// stays failed. A refund whose outcome was unknown also finishes its key
+// with the answer the refund flow would have stored. It returns why it
+// changed nothing, or "".
+func (s *EventSettler) Settle(ctx context.Context, tx pgx.Tx, refund *dbsqlc.Refund, sr *stripe.Refund, at time.Time) (ignored string, err error) {
+	status := outcomeOf(sr).Status
+	switch {
+	case sr.Amount != refund.Amount:
+		return fmt.Sprintf("the Refund is for %d, refund %d for %d", sr.Amount, refund.ID, refund.Amount), nil
+	case refund.StatusAt != nil && at.Before(*refund.StatusAt):
+		return fmt.Sprintf("older than refund %d's status %s (of %s)", refund.ID, refund.Status, refund.StatusAt.UTC().Format(time.RFC3339)), nil
+	case refund.Status == StatusFailed && status != StatusFailed:
+		return fmt.Sprintf("refund %d failed, which is final", refund.ID), nil
+	case status == StatusPending && refund.Status == StatusSucceeded:
+		return fmt.Sprintf("refund %d succeeded already", refund.ID), nil
+	}
+	if status != refund.Status || refund.StripeRefundID == nil {
+		row, err := dbsqlc.New().RefundTransition(ctx, tx, &dbsqlc.RefundTransitionParams{
+			ID: refund.ID, FromStatus: refund.Status, Status: status, StripeRefundID: &sr.ID,
+			FailureReason: nonEmpty(string(sr.FailureReason)), StatusAt: &at,
+		})
+		if err != nil {
+			return "", fmt.Errorf("error moving refund %d to %s: %w", refund.ID, status, err)
+		}
+		refund = (*dbsqlc.Refund)(row)
+	}
+	if refund.IdempotencyKeyID != nil {
+		if _, err := s.Engine.FinishFromOutside(ctx, tx, *refund.IdempotencyKeyID, createdResponse(refund)); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,225 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+	"github.com/stripe/stripe-go/v79"
+	"github.com/stripe/stripe-go/v79/webhook"
+
+	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/intent"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/phases/refunds"
+)
+
+// Tolerance is how old a signature's timestamp may be: Stripe's default.
+const Tolerance = 300 * time.Second
+
+// maxEventBytes bounds an event body; Stripe's are far smaller.
+const maxEventBytes = 1 << 20
+
+// Handler applies verified Stripe events.
+type Handler struct {
+	Pool      *pgxpool.Pool
+	Secret    string
+	Namespace uuid.UUID
+	Payments  *payments.EventSettler
+	Refunds   *refunds.EventSettler
+	// Observe, when set, is told what became of every verified event:
+	// applied, ignored or duplicate.
+	Observe func(eventType, outcome string)
+}
+
+// ErrInvalidSignature means the body is not an event Stripe signed with the
+// secret within the tolerance.
+var ErrInvalidSignature = errors.New("invalid Stripe-Signature")
+
+// Result is what became of one delivery.
+type Result struct {
+	EventID   string
+	Duplicate bool
+	// Ignored says why the event changed nothing ("" when it applied).
+	Ignored string
+}
+
+// Read verifies a delivery and returns its event; ErrInvalidSignature for
+// a missing, bad, stale or altered signature.
+func (h *Handler) Read(r *http.Request) (*stripe.Event, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxEventBytes))
+	if err != nil {
+		return nil, fmt.Errorf("%w: the body could not be read", ErrInvalidSignature)
+	}
+	event, err := webhook.ConstructEventWithOptions(body, r.Header.Get("Stripe-Signature"), h.Secret,
+		webhook.ConstructEventOptions{Tolerance: Tolerance, IgnoreAPIVersionMismatch: true})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSignature, err)
+	}
+	return &event, nil
+}
+
+// Apply records event once and applies it, in one transaction.
+func (h *Handler) Apply(ctx context.Context, event *stripe.Event) (*Result, error) {
+	res, err := db.WithTxV(ctx, h.Pool, func(ctx context.Context, tx pgx.Tx) (*Result, error) {
+		q := dbsqlc.New()
+		_, err := q.StripeEventInsert(ctx, tx, &dbsqlc.StripeEventInsertParams{
+			ID: event.ID, Type: string(event.Type), ObjectID: objectID(event), StripeCreated: time.Unix(event.Created, 0),
+		})
+		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
+			return &Result{EventID: event.ID, Duplicate: true}, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("error recording event: %w", err)
+		}
+		ignored, err := h.apply(ctx, tx, event)
+		if err != nil {
+			return nil, err
+		}
+		outcome := "applied"
+		if ignored != "" {
+			outcome = "ignored"
+		}
+		if err := q.StripeEventRecord(ctx, tx, &dbsqlc.StripeEventRecordParams{ID: event.ID, Outcome: outcome, Reason: nonEmpty(ignored)}); err != nil {
+			return nil, fmt.Errorf("error recording event outcome: %w", err)
+		}
+		return &Result{EventID: event.ID, Ignored: ignored}, nil
+	})
+	if err == nil && h.Observe != nil {
+		outcome := "applied"
+		switch {
+		case res.Duplicate:
+			outcome = "duplicate"
+		case res.Ignored != "":
+			outcome = "ignored"
+		}
+		h.Observe(string(event.Type), outcome)
+	}
+	return res, err
+}
+
+// apply dispatches by type; it returns why the event changed nothing.
+func (h *Handler) apply(ctx context.Context, tx pgx.Tx, event *stripe.Event) (string, error) {
+	switch event.Type {
+	case stripe.EventTypePaymentIntentSucceeded, stripe.EventTypePaymentIntentPaymentFailed:
+		var pi stripe.PaymentIntent
+		if err := json.Unmarshal(event.Data.Raw, &pi); err != nil {
+			return "", fmt.Errorf("error decoding PaymentIntent: %w", err)
+		}
+		if why := h.foreign(pi.Metadata); why != "" {
+			return why, nil
+		}
+		payment, err := dbsqlc.New().PaymentLockForEvent(ctx, tx, &dbsqlc.PaymentLockForEventParams{
+			StripePaymentIntentID: &pi.ID, IntentID: nonEmpty(pi.Metadata[intent.MetadataIntent]),
+		})
+		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
+			return "no payment here was made for PaymentIntent " + pi.ID, nil
+		} else if err != nil {
+			return "", fmt.Errorf("error locking payment: %w", err)
+		}
+		return h.Payments.Settle(ctx, tx, payment, &pi)
+	case stripe.EventTypeRefundUpdated, stripe.EventTypeRefundCreated, stripe.EventTypeChargeRefundUpdated:
+		var sr stripe.Refund
+		if err := json.Unmarshal(event.Data.Raw, &sr); err != nil {
+			return "", fmt.Errorf("error decoding Refund: %w", err)
+		}
+		if why := h.foreign(sr.Metadata); why != "" {
+			return why, nil
+		}
+		refund, err := dbsqlc.New().RefundLockForEvent(ctx, tx, &dbsqlc.RefundLockForEventParams{
+			StripeRefundID: &sr.ID, IntentID: nonEmpty(sr.Metadata[intent.MetadataIntent]),
+		})
+		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
+			return "no refund here was made for Refund " + sr.ID, nil
+		} else if err != nil {
+			return "", fmt.Errorf("error locking refund: %w", err)
+		}
+		return h.Refunds.Settle(ctx, tx, refund, &sr, time.Unix(event.Created, 0))
+	case stripe.EventTypeChargeDisputeCreated:
+		var dispute stripe.Dispute
+		if err := json.Unmarshal(event.Data.Raw, &dispute); err != nil {
+			return "", fmt.Errorf("error decoding Dispute: %w", err)
+		}
+		if dispute.PaymentIntent == nil {
+			return "the dispute names no PaymentIntent", nil
+		}
+		_, err := dbsqlc.New().PaymentMarkDisputed(ctx, tx, &dbsqlc.PaymentMarkDisputedParams{
+			StripePaymentIntentID: &dispute.PaymentIntent.ID, DisputedAt: ptr(time.Unix(event.Created, 0)), DisputeID: dispute.ID,
+		})
+		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
+			return "no payment here was made for PaymentIntent " + dispute.PaymentIntent.ID, nil
+		}
+		return "", err
+	}
+	return "paymentsd does not handle " + string(event.Type), nil
+}
+
+// foreign says why an object is not this deployment's, or "". Objects
+// without paymentsd metadata (made in the dashboard, say) are looked up by
+// their Stripe id all the same.
+func (h *Handler) foreign(metadata map[string]string) string {
+	if ns, ok := metadata[intent.MetadataNamespace]; ok && ns != h.Namespace.String() {
+		return "another deployment's object (namespace " + ns + ")"
+	}
+	return ""
+}
+
+// objectID is the id of the event's object, for the record.
+func objectID(event *stripe.Event) *string {
+	if event.Data == nil {
+		return nil
+	}
+	var obj struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(event.Data.Raw, &obj) != nil || obj.ID == "" {
+		return nil
+	}
+	return &obj.ID
+}
+
+// Serve answers a delivery: 400 invalid-signature for an unverified one
+// (nothing recorded), 200 for every verified one, applied, ignored or a
+// duplicate; 503 when the store fails, so Stripe retries.
+func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, writeProblem func(error)) {
+	event, err := h.Read(r)
+	if err != nil {
+		writeProblem(err)
+		return
+	}
+	// Stripe's delivery must not be cut short by its own timeout halfway:
+	// the transaction commits or rolls back whole either way.
+	res, err := h.Apply(r.Context(), event)
+	if err != nil {
+		writeProblem(err)
+		return
+	}
+	log := zerolog.Ctx(r.Context()).Info().Str("event_id", event.ID).Str("event_type", string(event.Type))
+	if res.Duplicate {
+		log = log.Bool("duplicate", true)
+	}
+	if res.Ignored != "" {
+		log = log.Str("ignored", res.Ignored)
+	}
+	log.Msg("stripe event received")
+	w.Header().Set("Content-Type", "application/json")
+	body, _ := json.Marshal(map[string]any{"received": true, "duplicate": res.Duplicate, "ignored": nonEmpty(res.Ignored)})
+	_, _ = w.Write(body)
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func ptr[T any](v T) *T { return &v }
