@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -43,18 +42,24 @@ type keyLine struct {
 
 // keysListCmd prints unfinished keys, one JSON line each, oldest first.
 func keysListCmd(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("keys list", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	state := fs.String("state", stateUnfinished, "unfinished (every unfinished key) or needs-attention")
-	user := fs.String("user", "", "only this user's keys")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || (*state != stateUnfinished && *state != stateNeedsAttention) {
-		return errUsage
+	fs := newFlagSet("keys list")
+	state := fs.String("state", stateUnfinished, "`STATE` is unfinished (every unfinished key) or needs-attention (only those parked for an operator)")
+	user := fs.String("user", "", "only the keys of user `N`")
+	args, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noMoreArgs(args); err != nil {
+		return err
+	}
+	if err := oneOf("--state", *state, stateUnfinished, stateNeedsAttention); err != nil {
+		return err
 	}
 	params := &dbsqlc.IdempotencyKeyListUnfinishedParams{NeedsAttentionOnly: *state == stateNeedsAttention, MaxKeys: maxListedKeys}
 	if *user != "" {
 		id, err := strconv.ParseInt(*user, 10, 64)
 		if err != nil || id < 1 {
-			return errUsage
+			return usageErrorf("--user must be a user id (a positive integer), got %q", *user)
 		}
 		params.UserID = &id
 	}
@@ -92,20 +97,33 @@ func keysListCmd(ctx context.Context, args []string, stdout io.Writer) error {
 // keysResolveCmd settles a key that awaits an operator, after checking the
 // operator's word against Stripe.
 func keysResolveCmd(ctx context.Context, args []string, stdout io.Writer, log zerolog.Logger) error {
+	fs := newFlagSet("keys resolve")
+	as := fs.String("as", "", "`HOW` the key was settled: charged or not-charged (required)")
+	pi := fs.String("payment-intent", "", "with --as charged: the PaymentIntent `PI` that charged; for a refund key, the Stripe Refund that refunded")
+	args, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
 	if len(args) == 0 {
-		return errUsage
+		return usageErrorf("missing the key ID (the id of a keys list line)")
 	}
 	id, err := strconv.ParseInt(args[0], 10, 64)
 	if err != nil || id < 1 {
-		return errUsage
+		return usageErrorf("the key ID must be a positive integer, got %q", args[0])
 	}
-	fs := flag.NewFlagSet("keys resolve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	as := fs.String("as", "", "charged or not-charged")
-	pi := fs.String("payment-intent", "", "the PaymentIntent that charged (with --as charged); for a refund key, the Stripe Refund that refunded")
-	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 ||
-		!(*as == "charged" && *pi != "" || *as == "not-charged" && *pi == "") {
-		return errUsage
+	if err := noMoreArgs(args[1:]); err != nil {
+		return err
+	}
+	switch {
+	case *as == "":
+		return usageErrorf("--as is required: charged or not-charged")
+	case *as == "charged" && *pi == "":
+		return usageErrorf("--as charged needs --payment-intent")
+	case *as == "not-charged" && *pi != "":
+		return usageErrorf("--as not-charged takes no --payment-intent")
+	}
+	if err := oneOf("--as", *as, "charged", "not-charged"); err != nil {
+		return err
 	}
 	a, closeApp, err := offlineApp(ctx, log)
 	if err != nil {

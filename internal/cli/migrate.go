@@ -14,13 +14,20 @@ import (
 )
 
 func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
+	args, err := parseArgs(newFlagSet("migrate"), args)
+	if err != nil {
+		return err
+	}
 	direction := "up"
 	switch len(args) {
 	case 0:
 	case 1:
 		direction = args[0]
+		if err := oneOf("the direction", direction, "up", "down", "status"); err != nil {
+			return err
+		}
 	default:
-		return errUsage
+		return usageErrorf("unexpected argument %q after %s", args[1], args[0])
 	}
 	pool, err := connect(ctx)
 	if err != nil {
@@ -63,8 +70,6 @@ func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			fmt.Fprintf(stdout, "%-40s %s\n", sourceName(s.Source), applied)
 		}
-	default:
-		return errUsage
 	}
 	return nil
 }

@@ -3,9 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -15,16 +13,18 @@ import (
 	"github.com/paymentsd/paymentsd/internal/app"
 	"github.com/paymentsd/paymentsd/internal/config"
 	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/logging"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/workers"
 )
 
 func serveCmd(ctx context.Context, args []string, log zerolog.Logger) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("serve")
 	migrate := fs.Bool("migrate", false, "apply pending migrations before serving")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return errUsage
+	if args, err := parseArgs(fs, args); err != nil {
+		return err
+	} else if err := noMoreArgs(args); err != nil {
+		return err
 	}
 	cfg, err := config.Load()
 	if err != nil {
@@ -79,7 +79,8 @@ func appOptions(cfg *config.Config, log zerolog.Logger) app.Options {
 		Workers: workers.Config{
 			Completer: workers.CompleterConfig{Interval: cfg.CompleterInterval},
 			Reaper:    workers.ReaperConfig{Interval: cfg.ReaperInterval, Retention: cfg.KeyRetention},
-			RiverLog:  slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			// River's own logs (warnings and errors) in the service's shape.
+			RiverLog: slog.New(logging.NewSlogHandler(log, slog.LevelWarn)),
 		},
 	}
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -16,11 +15,19 @@ import (
 // usersCreateCmd creates a user and prints its API key once: only the key's
 // hash is stored.
 func usersCreateCmd(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("users create", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	email := fs.String("email", "", "the user's email address")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || !strings.Contains(*email, "@") {
-		return errUsage
+	fs := newFlagSet("users create")
+	email := fs.String("email", "", "the new user's email address `E` (required)")
+	args, err := parseArgs(fs, args)
+	switch {
+	case err != nil:
+		return err
+	case *email == "":
+		return usageErrorf("--email is required")
+	case !strings.Contains(*email, "@"):
+		return usageErrorf("--email must be an email address, got %q", *email)
+	}
+	if err := noMoreArgs(args); err != nil {
+		return err
 	}
 	pool, err := connect(ctx)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/paymentsd/paymentsd/internal/logging"
 )
 
 // Config is the environment of `paymentsd serve`.
@@ -68,6 +70,9 @@ func Load() (*Config, error) {
 	}
 	if cfg.StripeTimeout >= cfg.LockTimeout {
 		errs = append(errs, errors.New("PAYMENTSD_STRIPE_TIMEOUT must be shorter than PAYMENTSD_LOCK_TIMEOUT, or a live call could lose its lease"))
+	}
+	if _, err := logging.ParseLevel(os.Getenv(logging.LevelEnv)); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.RateLimit < 0 {
 		errs = append(errs, errors.New("PAYMENTSD_RATE_LIMIT must not be negative"))
