@@ -14,11 +14,12 @@ import (
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
 
-// writeProblem answers with p.
+// writeProblem answers with p, ending with a newline. (A problem stored
+// as a key's response is written as stored, by writeStored.)
 func writeProblem(w http.ResponseWriter, p *problem.Problem) {
 	w.Header().Set("Content-Type", problem.ContentType)
 	w.WriteHeader(p.Status)
-	_, _ = w.Write(p.JSON())
+	_, _ = w.Write(append(p.JSON(), '\n'))
 }
 
 // writeRetryable answers with p and a Retry-After header.

@@ -116,7 +116,9 @@ func allowedMethods(routes chi.Routes, path string) string {
 	return strings.Join(allowed, ", ")
 }
 
-// writeJSON answers with v encoded as JSON.
+// writeJSON answers with v encoded as JSON, ending with a newline like
+// every JSON answer that is not a stored response (those are replayed
+// byte for byte as they were stored).
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
@@ -125,5 +127,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	_, _ = w.Write(append(body, '\n'))
 }
