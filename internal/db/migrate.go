@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -52,8 +53,26 @@ func PendingMigrations(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	return provider.HasPending(ctx)
 }
 
-// Connect opens a pool for url and checks that the database answers.
+// Connect opens a pool for url (ParseConfig) and checks that the database
+// answers.
 func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	return ConnectConfig(ctx, cfg)
+}
+
+// ParseConfig is the pool configuration of DATABASE_URL url, with
+// paymentsd's defaults for what the URL leaves unset, and FollowTimeline
+// run on every new connection.
+//
+// The URL may name several hosts, as in
+// postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write: a new
+// connection then tries them in order and keeps the first that accepts
+// writes, so after a failover the pool's new connections find the promoted
+// standby by themselves.
+func ParseConfig(url string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("error parsing DATABASE_URL: %w", err)
@@ -65,11 +84,22 @@ func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		// commits from several connections share one WAL flush.
 		cfg.MaxConns = DefaultMaxConns
 	}
-	return ConnectConfig(ctx, cfg)
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// Without a bound, a host that drops packets (a dead machine, a
+		// partition) holds every new connection until the request's own
+		// deadline, and the next host is never tried.
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	cfg.AfterConnect = FollowTimeline
+	return cfg, nil
 }
 
 // DefaultMaxConns is the pool size when DATABASE_URL sets no pool_max_conns.
 const DefaultMaxConns = 16
+
+// DefaultConnectTimeout bounds the connection to each host of DATABASE_URL
+// when it sets no connect_timeout.
+const DefaultConnectTimeout = 5 * time.Second
 
 // ConnectConfig opens a pool for cfg and checks that the database answers.
 func ConnectConfig(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
