@@ -9,9 +9,12 @@
 #   scripts/chaos.sh                      the short form (CHAOS_DURATION, 45s)
 #   CHAOS_DURATION=10m scripts/chaos.sh   the long form
 #   scripts/chaos.sh -seed 7 -clients 32  any harness flag (-help lists them)
+#   CHAOS_FAILOVER=sync scripts/chaos.sh  fail over to a synchronous standby
+#   CHAOS_FAILOVER=async scripts/chaos.sh ... to an asynchronous one
 #
 # Logs: .tmp/chaos-logs/ (events.log, serve-N.log, stripefake.log,
-# report.txt); the database paymentsd_chaos stays on the cluster for
+# report.txt; a failover run's in .tmp/chaos-failover-logs/); the
+# database paymentsd_chaos stays on the cluster (the promoted standby) for
 # inspection (scripts/postgres.sh start with the same PAYMENTSD_PGDATA and
 # PAYMENTSD_PGPORT brings it back).
 set -euo pipefail
@@ -26,6 +29,14 @@ $GO build -o bin/paymentsd-chaos ./cmd/paymentsd-chaos
 export CHAOS_DURATION=${CHAOS_DURATION:-45s}
 pgdata=$root/.tmp/chaos-postgres
 pgport=55433
-# The harness stops its cluster itself; this covers a harness that died.
-trap 'PAYMENTSD_PGDATA=$pgdata PAYMENTSD_PGPORT=$pgport scripts/postgres.sh stop' EXIT
+standby=$root/.tmp/chaos-failover-standby
+if [ -n "${CHAOS_FAILOVER:-}" ]; then
+  # CHAOS_FAILOVER=sync|async: a primary and a streaming standby of its
+  # own, failed over mid-run; it may run beside an ordinary run.
+  pgdata=$root/.tmp/chaos-failover-primary
+  pgport=55443
+fi
+# The harness stops its clusters itself; this covers a harness that died.
+trap 'PAYMENTSD_PGDATA=$pgdata PAYMENTSD_PGPORT=$pgport scripts/postgres.sh stop
+  [ -z "${CHAOS_FAILOVER:-}" ] || PAYMENTSD_PGDATA=$standby PAYMENTSD_PGPORT=$((pgport + 1)) scripts/postgres.sh stop' EXIT
 bin/paymentsd-chaos -pgdata "$pgdata" -pgport "$pgport" "$@"

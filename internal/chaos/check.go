@@ -50,6 +50,15 @@ type Verdict struct {
 	// StripeRefunds counts the emulator's refunds; RefundedPayments the
 	// payments with money given back.
 	StripeRefunds, RefundedPayments int
+	// Recovery is what the service went through in a failover run.
+	Recovery *Recovery
+	// LostAnswers counts the definite answers a failover lost, LostPayments
+	// the 201s among them, Readopted those re-adopted from Stripe.
+	LostAnswers, LostPayments, Readopted int
+	// Resent counts the keys sent again after a failover;
+	// RefundsOfLostPayments the refunds answered 404 because their payment
+	// was lost.
+	Resent, RefundsOfLostPayments int
 }
 
 // Passed reports whether every check passed.

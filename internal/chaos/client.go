@@ -116,7 +116,7 @@ func (c *Clients) refund(ctx context.Context, rng *rand.Rand, paid *Intent) {
 	}
 	newRefund := func(i int, body map[string]any) *Intent {
 		in := &Intent{Client: paid.Client, User: paid.User, Key: fmt.Sprintf("%s-refund-%d", paid.Key, i),
-			Refund: true, PaymentID: payment.ID, GiveUpAfter: paid.GiveUpAfter, Started: time.Now()}
+			Refund: true, PaymentID: payment.ID, Parent: paid, GiveUpAfter: paid.GiveUpAfter, Started: time.Now()}
 		if a, ok := body["amount"].(int64); ok {
 			in.Amount = a
 		}
@@ -150,6 +150,9 @@ func (c *Clients) drive(ctx context.Context, rng *rand.Rand, in *Intent) {
 	for attempt := 1; ; attempt++ {
 		a := c.post(ctx, c.Targets[rng.IntN(len(c.Targets))], in)
 		c.Ledger.Answer(in, a.label)
+		if a.status == http.StatusCreated && !in.Refund {
+			c.Ledger.Created(time.Now())
+		}
 		if a.mustExist {
 			in.MustExist = true
 		}

@@ -52,6 +52,20 @@ type Config struct {
 	Database string
 	// LogDir receives every process's log and the event log.
 	LogDir string
+	// Failover, when set, replaces the Postgres restart with a failover
+	// (failover.go): FailoverSync or FailoverAsync.
+	Failover FailoverMode
+	// StandbyPGData and StandbyPGPort name the streaming standby of a
+	// failover run.
+	StandbyPGData string
+	StandbyPGPort int
+	// ReplicationCut is, in an asynchronous failover, how long before the
+	// primary is stopped its standby stops receiving WAL: the standby lags
+	// that far behind when it is promoted.
+	ReplicationCut time.Duration
+	// PromoteAfter is how long the cluster has no primary: from the
+	// primary's stop to the standby's promotion.
+	PromoteAfter time.Duration
 }
 
 // Paymentsd is the path of the paymentsd binary under test.
@@ -61,7 +75,7 @@ func (c *Config) Paymentsd() string { return filepath.Join(c.Root, "bin", "payme
 func (c *Config) PostgresScript() string { return filepath.Join(c.Root, "scripts", "postgres.sh") }
 
 // ParseFlags reads the command line. CHAOS_DURATION sets the default of
-// -duration.
+// -duration, CHAOS_FAILOVER that of -failover.
 func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	root, err := os.Getwd()
 	if err != nil {
@@ -74,6 +88,7 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 		}
 	}
 	cfg := &Config{Faults: DefaultFaults}
+	failover := os.Getenv("CHAOS_FAILOVER")
 	fs := flag.NewFlagSet("paymentsd-chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Root, "root", root, "repository root (bin/paymentsd, scripts/postgres.sh, .tmp/)")
@@ -99,21 +114,41 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.Int64Var(&cfg.Faults.SearchLagMS, "search-lag-ms", cfg.Faults.SearchLagMS, "emulator: how long a new PaymentIntent stays invisible to search")
 	fs.Int64Var(&cfg.Faults.MaxLatencyMS, "max-latency-ms", cfg.Faults.MaxLatencyMS, "emulator: upper bound of the random latency of a create")
 	fs.Int64Var(&cfg.Faults.HangForMS, "hang-for-ms", cfg.Faults.HangForMS, "emulator: how long a hang lasts")
-	fs.StringVar(&cfg.PGData, "pgdata", "", "data directory of the harness's Postgres cluster (default <root>/.tmp/chaos-postgres)")
+	fs.StringVar(&cfg.PGData, "pgdata", "", "data directory of the harness's Postgres cluster, the primary in a failover run (default <root>/.tmp/chaos-postgres, or chaos-failover-primary)")
 	fs.IntVar(&cfg.PGPort, "pgport", 55433, "port of the harness's Postgres cluster")
 	fs.StringVar(&cfg.Database, "database", "paymentsd_chaos", "database created afresh for the run")
-	fs.StringVar(&cfg.LogDir, "logs", "", "directory of the process logs (default <root>/.tmp/chaos-logs)")
+	fs.StringVar(&cfg.LogDir, "logs", "", "directory of the process logs (default <root>/.tmp/chaos-logs, or chaos-failover-logs)")
+	fs.StringVar(&failover, "failover", failover, "fail Postgres over to a streaming standby mid-run instead of restarting it: sync or async; CHAOS_FAILOVER sets the default")
+	fs.StringVar(&cfg.StandbyPGData, "standby-pgdata", "", "data directory of the standby (default <root>/.tmp/chaos-failover-standby)")
+	fs.IntVar(&cfg.StandbyPGPort, "standby-pgport", 0, "port of the standby (default -pgport + 1)")
+	fs.DurationVar(&cfg.ReplicationCut, "replication-cut", 2*time.Second, "async failover: how long before the primary stops its standby stops receiving WAL (0: only the natural lag)")
+	fs.DurationVar(&cfg.PromoteAfter, "promote-after", time.Second, "failover: how long the cluster has no primary before the standby is promoted")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if cfg.PGData == "" {
-		cfg.PGData = filepath.Join(cfg.Root, ".tmp", "chaos-postgres")
+	cfg.Failover = FailoverMode(failover)
+	tmp, name := filepath.Join(cfg.Root, ".tmp"), "chaos"
+	if cfg.Failover != FailoverOff {
+		// A failover run has clusters and logs of its own, so it may run
+		// beside an ordinary one; the failover is its Postgres fault.
+		name, cfg.PGRestart = "chaos-failover", false
+		if cfg.StandbyPGData == "" {
+			cfg.StandbyPGData = filepath.Join(tmp, "chaos-failover-standby")
+		}
+		if cfg.StandbyPGPort == 0 {
+			cfg.StandbyPGPort = cfg.PGPort + 1
+		}
+	}
+	if cfg.PGData == "" && cfg.Failover != FailoverOff {
+		cfg.PGData = filepath.Join(tmp, "chaos-failover-primary")
+	} else if cfg.PGData == "" {
+		cfg.PGData = filepath.Join(tmp, "chaos-postgres")
 	}
 	if cfg.LogDir == "" {
-		cfg.LogDir = filepath.Join(cfg.Root, ".tmp", "chaos-logs")
+		cfg.LogDir = filepath.Join(tmp, name+"-logs")
 	}
 	return cfg, cfg.validate()
 }
@@ -133,6 +168,14 @@ func (c *Config) validate() error {
 		if p < 0 || p > 1 {
 			errs = append(errs, errors.New("-give-up and -decline must be within [0, 1]"))
 		}
+	}
+	switch c.Failover {
+	case FailoverOff, FailoverSync, FailoverAsync:
+	default:
+		errs = append(errs, fmt.Errorf("-failover %q: want sync or async", c.Failover))
+	}
+	if c.Failover != FailoverOff && (c.StandbyPGPort == c.PGPort || c.ReplicationCut < 0 || c.PromoteAfter < 0) {
+		errs = append(errs, errors.New("-standby-pgport must differ from -pgport; -replication-cut and -promote-after must not be negative"))
 	}
 	if _, err := c.Faults.Chaos(); err != nil {
 		errs = append(errs, fmt.Errorf("emulator faults: %w", err))

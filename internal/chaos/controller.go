@@ -10,17 +10,20 @@ import (
 // Controller injects the process-level faults while the load runs: it
 // SIGKILLs a random serve process every Config.KillEvery (±20%) and starts
 // it again one to two seconds later, and restarts Postgres once, half way
-// through the run.
+// through the run; or, in a failover run, fails Postgres over instead.
 type Controller struct {
 	Cfg     *Config
 	Fleet   *Fleet
 	Cluster *Cluster
 	Events  *Events
+	// Pair, in a failover run, is failed over, and Failover records how.
+	Pair     *Pair
+	Failover *Failover
 }
 
 // Run injects faults until ctx ends. It returns only after whatever it
 // broke is started again: no serve process it killed stays down, and
-// Postgres runs.
+// Postgres runs (a failover begun is finished).
 func (c *Controller) Run(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(c.Cfg.Seed, 0xc4a05))
 	var wg sync.WaitGroup
@@ -41,7 +44,83 @@ func (c *Controller) Run(ctx context.Context) {
 			c.restartPostgres(ctx)
 		}()
 	}
+	if c.Pair != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.failover(ctx)
+		}()
+	}
 	wg.Wait()
+}
+
+// Failover is what the controller did in a failover, and when.
+type Failover struct {
+	// CutAt is when the standby stopped receiving WAL (async only), and
+	// Behind how many bytes of WAL it lacked when the primary stopped.
+	CutAt  time.Time
+	Behind int64
+	// StoppedAt is when the primary was stopped; PromotedAt when the
+	// standby accepted writes.
+	StoppedAt, PromotedAt time.Time
+	// UpAtStop are the pids of the serve processes running when the
+	// primary stopped: each must come through without a restart.
+	UpAtStop []int
+}
+
+// Done reports whether the failover happened.
+func (f *Failover) Done() bool { return !f.PromotedAt.IsZero() }
+
+// failover fails Postgres over half way through the run: for an
+// asynchronous pair it first cuts the standby off ReplicationCut before,
+// then it stops the primary with -m immediate, and PromoteAfter later it
+// promotes the standby. Once begun it always ends with a primary.
+func (c *Controller) failover(ctx context.Context) {
+	at := time.Now().Add(c.Cfg.Duration / 2)
+	bg := context.Background()
+	if c.Pair.Mode == FailoverAsync && c.Cfg.ReplicationCut > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(at.Add(-c.Cfg.ReplicationCut))):
+		}
+		if err := c.Pair.CutReplication(bg); err != nil {
+			c.Events.Logf(EventHarnessErr, "cutting replication: %v", err)
+		}
+		c.Failover.CutAt = time.Now()
+		c.Events.Logf(EventReplicationCut, "the standby receives no more WAL; the primary stops in %s", c.Cfg.ReplicationCut)
+	}
+	select {
+	case <-ctx.Done():
+		if c.Failover.CutAt.IsZero() {
+			return
+		}
+	case <-time.After(time.Until(at)):
+	}
+	behind, err := c.Pair.Lag(bg)
+	if err != nil {
+		c.Events.Logf(EventHarnessErr, "measuring the standby's lag: %v", err)
+	}
+	c.Failover.Behind = behind
+	c.Failover.UpAtStop = c.Fleet.Pids()
+	c.Failover.StoppedAt = time.Now()
+	if err := c.Pair.StopPrimary(bg); err != nil {
+		c.Events.Logf(EventHarnessErr, "%v", err)
+	}
+	c.Events.Logf(EventPrimaryStop, "primary stopped (pg_ctl stop -m immediate) after %s; the standby lacked %d bytes of WAL",
+		time.Since(c.Failover.StoppedAt).Round(time.Millisecond), behind)
+	time.Sleep(time.Until(c.Failover.StoppedAt.Add(c.Cfg.PromoteAfter)))
+	for {
+		err := c.Pair.Promote(bg)
+		if err == nil {
+			break
+		}
+		c.Events.Logf(EventHarnessErr, "%v; trying again", err)
+		time.Sleep(time.Second)
+	}
+	c.Failover.PromotedAt = time.Now()
+	c.Events.Logf(EventPromote, "standby promoted (pg_ctl promote) %s after the primary stopped",
+		c.Failover.PromotedAt.Sub(c.Failover.StoppedAt).Round(time.Millisecond))
 }
 
 func (c *Controller) killer(ctx context.Context, rng *rand.Rand) {

@@ -61,7 +61,41 @@
 //  4. exactly one receipt, and one receipt job, per succeeded payment, and
 //     none for a failed one;
 //
-//  5. every key finished within -drain after the faults stopped.
+//  5. every key finished within -drain after the faults stopped;
+//
+//  6. one Stripe Refund per refund key, which its refund row records, on
+//     the payment its client meant; per payment, refunded at Stripe =
+//     succeeded refunds <= amount.
+//
+// # Failover runs
+//
+// With -failover sync or async (CHAOS_FAILOVER; failover.go, lost.go,
+// resend.go) the harness runs a primary and a streaming standby made from it
+// with `pg_basebackup -R`, each a cluster of its own (.tmp/chaos-failover-*),
+// and the serve processes use both hosts with target_session_attrs=read-write.
+// Half way through, instead of the Postgres restart, the controller stops the
+// primary with `pg_ctl stop -m immediate` and -promote-after later promotes
+// the standby (`pg_ctl promote`); the serve processes are left to find the
+// new primary by themselves. A synchronous standby
+// (synchronous_standby_names on the primary) has every commit before it is
+// acknowledged. An asynchronous one may lag: -replication-cut before the
+// stop its WAL receiver is cut off, so the last seconds of commits, answers
+// clients already hold among them, are lost.
+//
+// After the drain a reconciling client sends again every key whose answer
+// the database lost, every key it had acknowledged storing and lost, and
+// every key Stripe holds an object for but the database does not; a refund
+// goes to the payment its payment key names now. Two more invariants follow:
+//
+//  7. no definite answer lost (sync); each lost one (async) answered the
+//     same again, with the same PaymentIntent or Refund, and still only one
+//     at Stripe: re-adopted, not charged or refunded again;
+//
+//  8. the service recovered by itself: a payment was answered 201 after the
+//     promotion (the time from the primary's stop to it is the time to
+//     recover), no serve process up at the stop exited on its own, each
+//     running one heartbeats, River has a leader, and its completer and a
+//     receipt job ran on the new primary.
 //
 // Client choices (users, amounts, cards, give-ups, which process, backoff
 // jitter) and the controller's choices (whom to kill, when) come from -seed.

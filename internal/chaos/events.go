@@ -12,15 +12,20 @@ type EventKind string
 
 // The kinds of events the table counts.
 const (
-	EventKill       EventKind = "sigkill"
-	EventRestart    EventKind = "restart"
-	EventExit       EventKind = "unexpected-exit"
-	EventPGStop     EventKind = "postgres-stop"
-	EventPGStart    EventKind = "postgres-start"
-	EventFaults     EventKind = "faults"
-	EventPhase      EventKind = "phase"
-	EventProgress   EventKind = "progress"
-	EventHarnessErr EventKind = "harness-error"
+	EventKill    EventKind = "sigkill"
+	EventRestart EventKind = "restart"
+	EventExit    EventKind = "unexpected-exit"
+	EventPGStop  EventKind = "postgres-stop"
+	EventPGStart EventKind = "postgres-start"
+	// A failover: the standby cut off (async), the primary stopped, the
+	// standby promoted.
+	EventReplicationCut EventKind = "replication-cut"
+	EventPrimaryStop    EventKind = "primary-stop"
+	EventPromote        EventKind = "promote"
+	EventFaults         EventKind = "faults"
+	EventPhase          EventKind = "phase"
+	EventProgress       EventKind = "progress"
+	EventHarnessErr     EventKind = "harness-error"
 )
 
 // Events is the run's timestamped log of injections and milestones. It

@@ -28,6 +28,28 @@ func (s *Slot) URL() string { return "http://" + s.Addr }
 type Fleet struct {
 	Slots  []*Slot
 	Events *Events
+
+	mu     sync.Mutex
+	exited []int // pids of the processes that exited on their own
+}
+
+// Pids are the pids of the processes running now.
+func (f *Fleet) Pids() []int {
+	var pids []int
+	for _, s := range f.Slots {
+		if s.Proc.Running() {
+			pids = append(pids, s.Proc.Pid())
+		}
+	}
+	return pids
+}
+
+// ExitedOnTheirOwn are the pids of the processes that exited although they
+// should have run (not killed, not stopped), so far.
+func (f *Fleet) ExitedOnTheirOwn() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int(nil), f.exited...)
 }
 
 // StartAll starts every process and waits until each is ready.
@@ -98,6 +120,9 @@ func (f *Fleet) revive(s *Slot) {
 		return
 	}
 	f.Events.Logf(EventExit, "%s (pid %d) exited on its own: %s; restarting it", s.Proc.Name, s.Proc.Pid(), s.Proc.ExitStatus())
+	f.mu.Lock()
+	f.exited = append(f.exited, s.Proc.Pid())
+	f.mu.Unlock()
 	if err := s.Proc.Start(); err != nil {
 		f.Events.Logf(EventHarnessErr, "%v", err)
 		return

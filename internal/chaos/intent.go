@@ -46,6 +46,15 @@ type Intent struct {
 	MustExist bool
 	// Unexpected is a final answer that is neither definite nor retryable.
 	Unexpected string
+	// Parent is, for a refund, the payment intent whose payment it refunds.
+	Parent *Intent
+	// Lost says why, after a failover, the database no longer holds the
+	// definite answer the client got; empty when it does.
+	Lost string
+	// Resend is the key sent again after a failover, as a client
+	// reconciling would: for an answer the database lost, a key stored
+	// and lost, or a refund sent to a payment the database lost.
+	Resend *Intent
 
 	Started, Ended time.Time
 }
@@ -66,6 +75,31 @@ type Ledger struct {
 	mu      sync.Mutex
 	intents []*Intent
 	answers map[string]int
+	created []time.Time
+}
+
+// Created records when a payment was answered 201.
+func (l *Ledger) Created(at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.created = append(l.created, at)
+}
+
+// FirstCreatedAfter is when the first payment was answered 201 after t,
+// if one was.
+func (l *Ledger) FirstCreatedAfter(t time.Time) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return firstAfter(l.created, t)
+}
+
+func firstAfter(times []time.Time, t time.Time) (first time.Time, ok bool) {
+	for _, at := range times {
+		if at.After(t) && (!ok || at.Before(first)) {
+			first, ok = at, true
+		}
+	}
+	return first, ok
 }
 
 // NewLedger returns an empty ledger.

@@ -13,9 +13,10 @@ import (
 )
 
 // Verify checks the invariants of the run (see the package documentation)
-// against the snapshot taken after the drain.
-func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration) *Verdict {
-	v := &Verdict{JobsRerun: snap.JobsRerun}
+// against the snapshot taken after the drain; rec, in a failover run, adds
+// checks 7 and 8.
+func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration, rec *Recovery) *Verdict {
+	v := &Verdict{JobsRerun: snap.JobsRerun, Recovery: rec}
 	keys := &Check{N: 1, Name: "one finished key (201/402) per intent"}
 	outcomes := &Check{N: 2, Name: "outcome = PaymentIntent = payment row = client's answer"}
 	charges := &Check{N: 3, Name: "every PaymentIntent has its payment; none charged twice"}
@@ -24,6 +25,16 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration)
 	refunds := &Check{N: 6, Name: "one Stripe Refund per refund key; refunded = succeeded refunds <= amount"}
 	v.Checks = []*Check{keys, outcomes, charges, receipts, drained, refunds}
 	checkRefunds(refunds, snap, v)
+	if rec != nil {
+		lost := &Check{N: 7, Name: "no answer lost by the failover"}
+		if rec.Mode == FailoverAsync {
+			lost.Name = "every answer the failover lost re-adopted, not re-charged"
+		}
+		recovered := &Check{N: 8, Name: "the service recovered from the failover on its own"}
+		v.Checks = append(v.Checks, lost, recovered)
+		checkLostAnswers(lost, rec.Mode, intents, snap, v)
+		checkRecovery(recovered, rec, snap)
+	}
 
 	// PaymentIntents by our payment id, through the intent in their
 	// metadata: the deployment's namespace, the user and the client's key.
@@ -75,7 +86,12 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration)
 		keys.Checked++
 		uk := UserKey{in.User.UserID, in.Key}
 		seen[uk] = true
-		if in.Unexpected != "" {
+		switch {
+		case in.Unexpected == "":
+		case in.Refund && in.Parent != nil && in.Parent.Lost != "" && notFound(in.Unexpected) && in.Resend != nil:
+			// A refund of a payment the failover lost: the service no
+			// longer knew it. Sent again to the re-adopted payment.
+		default:
 			outcomes.Failf("key %s: unexpected answer %s", in.Key, in.Unexpected)
 		}
 		rows := snap.Keys[uk]
@@ -171,9 +187,7 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration)
 // PaymentIntents and what its client was told.
 func checkOutcome(c *Check, in *Intent, k *KeyRow, snap *Snapshot, piOf map[int64][]stripefake.PaymentIntent) {
 	code := int(*k.ResponseCode)
-	if in.Definite() && (in.Status != code || !bytes.Equal(in.Response, k.ResponseBody)) {
-		c.Failf("key %s: the client was answered %d %s, the key stores %d %s", in.Key, in.Status, in.Response, code, k.ResponseBody)
-	}
+	checkAnswered(c, in, k)
 	pays := snap.PaymentsOf[k.ID]
 	if len(pays) != 1 {
 		c.Failf("key %s (id %d) has %d payments", in.Key, k.ID, len(pays))
@@ -219,6 +233,20 @@ func checkOutcome(c *Check, in *Intent, k *KeyRow, snap *Snapshot, piOf map[int6
 		case body.PaymentID != p.ID:
 			c.Failf("key %s: stored problem %s does not name payment %d", in.Key, k.ResponseBody, p.ID)
 		}
+	}
+}
+
+// checkAnswered checks that the client got the answer the key stores: the
+// client's own, or, for an answer the failover lost (checked by check 7),
+// the one its key was sent again for.
+func checkAnswered(c *Check, in *Intent, k *KeyRow) {
+	code := int(*k.ResponseCode)
+	got := in
+	if in.Lost != "" {
+		got = in.Resend
+	}
+	if got != nil && got.Definite() && (got.Status != code || !bytes.Equal(got.Response, k.ResponseBody)) {
+		c.Failf("key %s: the client was answered %d %s, the key stores %d %s", in.Key, got.Status, got.Response, code, k.ResponseBody)
 	}
 }
 

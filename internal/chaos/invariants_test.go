@@ -32,6 +32,7 @@ func world() ([]*Intent, *Snapshot) {
 		{User: user, Key: "b", Card: CardDeclined, Amount: 900, Status: 402, Response: declined, MustExist: true},
 		{User: user, Key: "a-refund-1", Refund: true, PaymentID: 1, Amount: 200, Status: 201, Response: refunded, MustExist: true},
 	}
+	intents[2].Parent = intents[0]
 	code201, code402 := int32(201), int32(402)
 	keyA, keyB, keyR, piA, reA := int64(10), int64(11), int64(12), "pi_a", "re_a"
 	snap := &Snapshot{
@@ -65,7 +66,7 @@ var drained = Drain{KeysDone: true, ReceiptsDone: true}
 
 func TestVerifyPassesAConsistentRun(t *testing.T) {
 	intents, snap := world()
-	v := Verify(intents, snap, drained, time.Minute)
+	v := Verify(intents, snap, drained, time.Minute, nil)
 	for _, c := range v.Checks {
 		if !c.Passed() {
 			t.Errorf("check %d failed: %v", c.N, c.Details)
@@ -83,7 +84,7 @@ func TestVerifyCountsAParkedKeyWithoutFailing(t *testing.T) {
 	k.RecoveryPoint, k.ResponseCode, k.ResponseBody, k.NeedsAttention, k.LastError = "payment_created", nil, nil, &now, &why
 	snap.Payments[2].Status = "pending"
 	intents[1].Status, intents[1].Response = 0, nil
-	v := Verify(intents, snap, drained, time.Minute)
+	v := Verify(intents, snap, drained, time.Minute, nil)
 	for _, c := range v.Checks {
 		if !c.Passed() {
 			t.Errorf("check %d failed: %v", c.N, c.Details)
@@ -132,6 +133,11 @@ func TestVerifyCatchesEachViolation(t *testing.T) {
 		}},
 		{"refund not recorded", 6, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Payments[1].AmountRefunded = 0 }},
 		{"refund answered but failed", 2, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Refunds[1].Status = "failed" }},
+		{"another payment refunded", 2, func(_ []*Intent, s *Snapshot, _ *Drain) {
+			// Payment 1's id was handed out again after a failover: the
+			// refund landed on the payment of key b.
+			s.Refunds[1].PaymentID = 2
+		}},
 		{"receipt missing", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { delete(s.Receipts, 1) }},
 		{"receipt for a decline", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Receipts[2] = 1 }},
 		{"receipt job stuck", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { s.JobStates["running"] = 1 }},
@@ -141,7 +147,7 @@ func TestVerifyCatchesEachViolation(t *testing.T) {
 			intents, snap := world()
 			d := drained
 			tc.breakIt(intents, snap, &d)
-			v := Verify(intents, snap, d, time.Minute)
+			v := Verify(intents, snap, d, time.Minute, nil)
 			// Other checks may see the same fault from their side too.
 			if c := v.Checks[tc.check-1]; c.Passed() {
 				t.Errorf("check %d passed; every check: %v", c.N, fmt.Sprint(v.Checks))

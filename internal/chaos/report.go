@@ -92,6 +92,9 @@ func (r *Report) Print(w io.Writer) {
 	row("SIGKILLs of serve processes", "%d", r.Events.Count(EventKill))
 	row("serve restarts", "%d (of which after exiting on their own: %d)", r.Events.Count(EventRestart), r.Events.Count(EventExit))
 	row("Postgres restarts", "%d", r.Events.Count(EventPGStart))
+	if c.Failover != FailoverOff {
+		row("Postgres failovers", "%d (%s standby)", r.Events.Count(EventPromote), c.Failover)
+	}
 	row("emulator chaos", "p_500 %.2f, p_500_charged %.2f, p_lost_answer %.2f, p_hang %.2f (%d ms), p_outlive_client %.2f (%d ms)",
 		c.Faults.P500, c.Faults.P500Charged, c.Faults.PLostAnswer, c.Faults.PHang, c.Faults.HangForMS,
 		c.Faults.POutliveClient, c.Faults.OutliveLatencyMS)
@@ -108,6 +111,10 @@ func (r *Report) Print(w io.Writer) {
 		if n, ok := r.Emulator[name]; ok {
 			row("emulator "+name, "%d", n)
 		}
+	}
+
+	if rec := v.Recovery; rec != nil {
+		printFailover(w, row, rec, v)
 	}
 
 	fmt.Fprintln(w, "outcome")
@@ -164,4 +171,31 @@ func percentiles(ds []time.Duration) string {
 		return ds[min(int(q*float64(len(ds))), len(ds)-1)].Round(time.Millisecond)
 	}
 	return fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s", at(0.50), at(0.90), at(0.99), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+// printFailover writes the failover section: what the failover cost and
+// what it lost.
+func printFailover(w io.Writer, row func(name, format string, args ...any), rec *Recovery, v *Verdict) {
+	fo := rec.Failover
+	fmt.Fprintf(w, "failover (%s standby)\n", rec.Mode)
+	if !fo.Done() {
+		row("failover", "did not happen")
+		return
+	}
+	if !fo.CutAt.IsZero() {
+		row("replication cut", "%s before the primary stopped", fo.StoppedAt.Sub(fo.CutAt).Round(time.Millisecond))
+	}
+	row("standby behind at the stop", "%d bytes of WAL", fo.Behind)
+	row("primary stop -> promotion", "%s (the failover manager's part)", fo.PromotedAt.Sub(fo.StoppedAt).Round(time.Millisecond))
+	if rec.FirstCreated.IsZero() {
+		row("time to recover", "NEVER: no 201 after the promotion")
+	} else {
+		row("promotion -> first 201", "%s (paymentsd's part)", rec.FirstCreated.Sub(fo.PromotedAt).Round(time.Millisecond))
+		row("time to recover", "%s (primary stop -> first 201)", rec.Downtime().Round(time.Millisecond))
+	}
+	row("answers lost by the failover", "%d (201s for payments: %d)", v.LostAnswers, v.LostPayments)
+	row("lost answers re-adopted", "%d (same PaymentIntent or Refund, none charged again)", v.Readopted)
+	row("keys sent again after the drain", "%d (as a reconciling client would)", v.Resent)
+	row("refunds of payments it lost", "%d (answered 404, sent again to the re-adopted payment)", v.RefundsOfLostPayments)
+	row("serve processes up at the stop", "%d (exited on their own during the run: %d)", len(fo.UpAtStop), len(rec.ExitedOnTheirOwn))
 }

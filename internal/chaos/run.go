@@ -89,9 +89,10 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 	loadCtx, endLoad := context.WithTimeout(ctx, cfg.Duration)
 	defer endLoad()
 	controllerDone := make(chan struct{})
+	failover := &Failover{}
 	go func() {
 		defer close(controllerDone)
-		(&Controller{Cfg: cfg, Fleet: rig.Fleet, Cluster: rig.Cluster, Events: ev}).Run(loadCtx)
+		(&Controller{Cfg: cfg, Fleet: rig.Fleet, Cluster: rig.Cluster, Events: ev, Pair: rig.Pair, Failover: failover}).Run(loadCtx)
 	}()
 	stopNew := make(chan struct{})
 	clientCtx, stopClients := context.WithCancel(ctx)
@@ -139,6 +140,14 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 	drain := WaitDrain(ctx, pool, ev, faultsOff, cfg.Drain, clientsDone)
 	stopClients()
 	<-clientsDone
+	var rec *Recovery
+	if rig.Pair != nil {
+		resender := &Clients{Cfg: cfg, Users: rig.Users, Targets: targets, Ledger: NewLedger(), HTTP: clients.HTTP}
+		if rec, err = afterFailover(ctx, rig, resender, pool, failover, &drain, ledger.Intents()); err != nil {
+			return false, err
+		}
+		rec.FirstCreated, _ = ledger.FirstCreatedAfter(failover.PromotedAt)
+	}
 	stopSuper()
 	ev.Logf(EventPhase, "drained; checking the invariants")
 
@@ -152,7 +161,7 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 	}
 	report := &Report{
 		Cfg: cfg, Intents: ledger.Intents(), Answers: ledger.Answers(), Emulator: stats, Events: ev,
-		Load: load, Drain: drain, Verdict: Verify(ledger.Intents(), snap, drain, cfg.Drain),
+		Load: load, Drain: drain, Verdict: Verify(ledger.Intents(), snap, drain, cfg.Drain, rec),
 		WallClock: time.Since(wall),
 	}
 	out, err := os.Create(filepath.Join(cfg.LogDir, "report.txt"))

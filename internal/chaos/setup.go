@@ -26,9 +26,11 @@ type User struct {
 // Rig is everything a run set up: the cluster, the database, the emulator,
 // the serve processes and the users.
 type Rig struct {
-	Cfg      *Config
-	Events   *Events
-	Cluster  *Cluster
+	Cfg     *Config
+	Events  *Events
+	Cluster *Cluster
+	// Pair is the primary (Cluster) and its standby in a failover run.
+	Pair     *Pair
 	DBURL    string
 	EmuProc  *Proc
 	Emulator *Emulator
@@ -43,7 +45,13 @@ func Setup(ctx context.Context, cfg *Config, ev *Events) (*Rig, error) {
 		return r, err
 	}
 	r.Cluster = &Cluster{Script: cfg.PostgresScript(), PGData: cfg.PGData, Port: cfg.PGPort}
-	if err := r.Cluster.StartFresh(ctx); err != nil {
+	if cfg.Failover != FailoverOff {
+		r.Pair = &Pair{Mode: cfg.Failover, Primary: r.Cluster,
+			Standby: &Cluster{Script: cfg.PostgresScript(), PGData: cfg.StandbyPGData, Port: cfg.StandbyPGPort}}
+		if err := r.Pair.Start(ctx); err != nil {
+			return r, err
+		}
+	} else if err := r.Cluster.StartFresh(ctx); err != nil {
 		return r, err
 	}
 	if r.Cluster.Port != cfg.PGPort {
@@ -51,9 +59,17 @@ func Setup(ctx context.Context, cfg *Config, ev *Events) (*Rig, error) {
 		cfg.PGPort = r.Cluster.Port
 	}
 	ev.Logf(EventPhase, "postgres cluster %s up on 127.0.0.1:%d", cfg.PGData, cfg.PGPort)
+	if r.Pair != nil {
+		cfg.StandbyPGPort = r.Pair.Standby.Port
+		ev.Logf(EventPhase, "%s standby %s streaming on 127.0.0.1:%d", cfg.Failover, cfg.StandbyPGData, cfg.StandbyPGPort)
+	}
 	var err error
 	if r.DBURL, err = r.Cluster.CreateDatabase(ctx, cfg.Database); err != nil {
 		return r, err
+	}
+	if r.Pair != nil {
+		// Every process, the harness's own pool too, follows the primary.
+		r.DBURL = r.Pair.URL(cfg.Database)
 	}
 	if _, err := r.paymentsd(ctx, "migrate", "migrate"); err != nil {
 		return r, err
@@ -110,6 +126,9 @@ func Setup(ctx context.Context, cfg *Config, ev *Events) (*Rig, error) {
 	return r, nil
 }
 
+// heartbeatInterval is the serve processes' heartbeat interval.
+const heartbeatInterval = time.Second
+
 // serveEnv is the environment of every serve process besides its address
 // and the emulator's.
 var serveEnv = map[string]string{
@@ -121,7 +140,7 @@ var serveEnv = map[string]string{
 	// spent Stripe key's successor come within the drain bound.
 	"PAYMENTSD_STRIPE_VISIBILITY_MARGIN": "2s",
 	"PAYMENTSD_COMPLETER_INTERVAL":       "2s",
-	"PAYMENTSD_HEARTBEAT_INTERVAL":       "1s",
+	"PAYMENTSD_HEARTBEAT_INTERVAL":       heartbeatInterval.String(),
 	"PAYMENTSD_SHUTDOWN_GRACE":           "5s",
 }
 
@@ -193,6 +212,9 @@ func (r *Rig) Teardown() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		errs = append(errs, r.Cluster.Stop(ctx))
+		if r.Pair != nil {
+			errs = append(errs, r.Pair.Standby.Stop(ctx))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -83,6 +83,20 @@ type Snapshot struct {
 	Refunds       map[int64]*RefundRow
 	RefundsOf     map[int64]*RefundRow
 	StripeRefunds []stripefake.Refund
+	// Service is the state of the serve processes' own machinery.
+	Service ServiceRows
+}
+
+// ServiceRows is what the serve processes keep in the database besides
+// payments: their heartbeats and River's leadership and jobs.
+type ServiceRows struct {
+	// HeartbeatAge is, per pid of a registered instance, how long ago it
+	// last heartbeat.
+	HeartbeatAge map[int]time.Duration
+	// Leader is River's elected leader, if its term runs.
+	Leader string
+	// LastFinished is, per job kind, when River last finalized one.
+	LastFinished map[string]time.Time
 }
 
 // TakeSnapshot reads the snapshot.
@@ -191,6 +205,9 @@ func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snap
 		return nil, fmt.Errorf("error reading refunds: %w", err)
 	}
 
+	if s.Service, err = readServiceRows(ctx, pool); err != nil {
+		return nil, err
+	}
 	if s.Intents, err = emu.PaymentIntents(ctx); err != nil {
 		return nil, err
 	}
@@ -198,4 +215,44 @@ func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snap
 		return nil, err
 	}
 	return s, nil
+}
+
+func readServiceRows(ctx context.Context, pool *pgxpool.Pool) (ServiceRows, error) {
+	sr := ServiceRows{HeartbeatAge: map[int]time.Duration{}, LastFinished: map[string]time.Time{}}
+	rows, err := pool.Query(ctx, `SELECT pid, extract(epoch FROM now() - heartbeat_at)::float8 FROM instances`)
+	if err != nil {
+		return sr, fmt.Errorf("error reading instances: %w", err)
+	}
+	for rows.Next() {
+		var (
+			pid int
+			age float64
+		)
+		if err := rows.Scan(&pid, &age); err != nil {
+			return sr, err
+		}
+		sr.HeartbeatAge[pid] = time.Duration(age * float64(time.Second))
+	}
+	if err := rows.Err(); err != nil {
+		return sr, fmt.Errorf("error reading instances: %w", err)
+	}
+	err = pool.QueryRow(ctx, `SELECT coalesce(max(leader_id), '') FROM river_leader WHERE expires_at > now()`).Scan(&sr.Leader)
+	if err != nil {
+		return sr, fmt.Errorf("error reading River's leader: %w", err)
+	}
+	rows, err = pool.Query(ctx, `SELECT kind, max(finalized_at) FROM river_job WHERE finalized_at IS NOT NULL GROUP BY kind`)
+	if err != nil {
+		return sr, fmt.Errorf("error reading River's jobs: %w", err)
+	}
+	for rows.Next() {
+		var (
+			kind string
+			at   time.Time
+		)
+		if err := rows.Scan(&kind, &at); err != nil {
+			return sr, err
+		}
+		sr.LastFinished[kind] = at
+	}
+	return sr, rows.Err()
 }
