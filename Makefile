@@ -5,6 +5,8 @@
 #   make test     the whole suite against real Postgres
 #   make bench    throughput and latency against Postgres's own ceiling
 #   make chaos    the fault run: kills, restarts, processor faults
+#   make chaos-failover  the fault run through a Postgres failover, to a
+#                 synchronous standby and then to an asynchronous one
 #   make generate regenerate sqlc code; make check-generated fails if stale
 #   make clean    stop the throwaway Postgres clusters; remove .tmp/ and bin/
 
@@ -12,7 +14,7 @@ SHELL := bash
 GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 
-.PHONY: build run test generate check-generated lint fuzz bench bench-go chaos clean
+.PHONY: build run test generate check-generated lint fuzz bench bench-go chaos chaos-failover clean
 
 build:
 	$(GO) build -o bin/paymentsd ./cmd/paymentsd
@@ -59,6 +61,11 @@ bench-go:
 # CHAOS_DURATION=45s is the short form; CHAOS_DURATION=10m the long one.
 chaos: build
 	scripts/chaos.sh
+
+# Both failover variants, each a fault run of CHAOS_DURATION.
+chaos-failover: build
+	CHAOS_FAILOVER=sync scripts/chaos.sh
+	CHAOS_FAILOVER=async scripts/chaos.sh
 
 # Stops the throwaway clusters (make run leaves its own running) and removes
 # .tmp/ and bin/.
