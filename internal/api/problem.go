@@ -137,5 +137,10 @@ func (f failure) write(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeError answers for an error from below the HTTP layer.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
-	classify(err).write(w, r, err)
+	f := classify(err)
+	if f.outcome == metrics.OutcomeStoreError && r.Header.Get("Idempotency-Key") == "" {
+		// A read, or a webhook: there is no key to retry with.
+		f.problem = problem.New(problem.StoreUnavailable, "The service cannot reach its database. Retry later; nothing was changed.")
+	}
+	f.write(w, r, err)
 }

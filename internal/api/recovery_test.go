@@ -166,6 +166,11 @@ func TestStoreUnreachableFailsClosed(t *testing.T) {
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
 	require.EqualValues(t, 1, svc.Stripe.Stats().CreateRequests, "no Stripe call while the store is down")
 
+	// A read has no key to retry with, and its problem does not say so.
+	read := svc.Do(t, http.MethodGet, "/payments/1", "", "Authorization", "Bearer "+apiKey)
+	requireProblem(t, read, http.StatusServiceUnavailable, "store-unavailable")
+	require.NotContains(t, string(read.Body), "same key")
+
 	var keys int
 	require.NoError(t, direct.QueryRow(context.Background(), "SELECT count(*) FROM idempotency_keys").Scan(&keys))
 	require.Equal(t, 1, keys)
