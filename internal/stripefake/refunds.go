@@ -203,11 +203,13 @@ func (s *Server) createRefund(p refundParams, reqID, idempotencyKey string) outc
 // charge_not_refundable and amount_too_large are the closest documented
 // codes, which Stripe's own answers may leave out. The caller holds s.mu.
 func (s *Server) refundable(p refundParams) (int, *errorObject) {
-	idx, ok := -1, false
+	idx := -1
 	if p.charge != "" {
-		if idx, ok = s.byCharge[p.charge]; !ok {
+		byCharge, ok := s.byCharge[p.charge]
+		if !ok {
 			return -1, noSuch("charge", "charge", p.charge)
 		}
+		idx = byCharge
 	}
 	if p.paymentIntent != "" {
 		byPI, ok := s.byID[p.paymentIntent]
