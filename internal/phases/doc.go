@@ -4,9 +4,19 @@
 // run — the client's retry, or the completer with no client at all — resumes
 // exactly where the last one stopped.
 //
-// The engine knows nothing about payments. A flow is a map from recovery
-// point to Step; a new idempotent endpoint (refunds, say) is a new flow and
-// its queries, not a new engine.
+// The engine knows nothing about payments. A Flow is a stable name (stored
+// on every key it drives) and the Step that leaves each recovery point, built
+// with Local (work in the phase transaction) or Foreign (one foreign call
+// with no transaction open, its typed result recorded in the next one). A
+// new idempotent endpoint is a new flow and its queries, not a new engine:
+// payments and refunds are two flows on this one.
+//
+// Besides driving keys, the engine offers a flow what exactly-once needs
+// across runs: Run.Checkpoint (record how far a long call got, fenced by
+// the lease), Run.Now (the database's clock, so deadlines never depend on
+// this host's), NeedsAttention (park a key no machine can settle), Settle
+// (an operator's settlement of a parked key) and FinishFromOutside (the
+// remote party's own word, a webhook, finishing a key).
 //
 // # Leases and fencing
 //

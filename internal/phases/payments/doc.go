@@ -7,4 +7,9 @@
 //
 // The engine fuses the reservation with the first step and the record of the
 // Stripe call with the finish, so a fresh payment costs two commits.
+//
+// The Stripe call follows package stripeonce: intent-derived keys (package
+// intent), spent attempts, a consistent lookup, the visibility margin and the
+// send cut-off; an outcome no rule can settle parks the key for an operator
+// (Resolver) or for Stripe's own word (EventSettler, from a webhook).
 package payments
