@@ -100,13 +100,14 @@ func init() {
 			},
 		},
 		{
-			name: "stripefake", args: "[--addr A]",
+			name: "stripefake", args: "[--addr A] [--webhook-url U --webhook-secret S]",
 			summary: "serve the Stripe emulator",
 			about: "Serves the stateful Stripe emulator: PaymentIntents and Refunds with Stripe's idempotency rules,\n" +
-				"and admin endpoints under /_fake/ (stats, fault injection). They have no authentication: keep\n" +
-				"it on loopback.",
+				"and admin endpoints under /_fake/ (stats, fault injection, events, disputes). They have no\n" +
+				"authentication: keep it on loopback. With --webhook-url it signs a Stripe event for every state\n" +
+				"change with --webhook-secret and POSTs it there, retrying until answered 2xx.",
 			env:     []string{"PAYMENTSD_LOG_LEVEL"},
-			example: "paymentsd stripefake --addr 127.0.0.1:12111",
+			example: "paymentsd stripefake --addr 127.0.0.1:12111 --webhook-url http://127.0.0.1:8080/webhooks/stripe --webhook-secret whsec_local",
 			run: func(ctx context.Context, args []string, _ io.Writer, log zerolog.Logger) error {
 				return stripefakeCmd(ctx, args, log)
 			},

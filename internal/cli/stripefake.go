@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"net/url"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -11,11 +13,32 @@ import (
 func stripefakeCmd(ctx context.Context, args []string, log zerolog.Logger) error {
 	fs := newFlagSet("stripefake")
 	addr := fs.String("addr", "127.0.0.1:12111", "listen on address `A`")
+	hookURL := fs.String("webhook-url", "", "send a signed Stripe event for every state change to `U` (several URLs, comma-separated, are taken in turn)")
+	hookSecret := fs.String("webhook-secret", "", "sign the events with secret `S`: the endpoint's STRIPE_WEBHOOK_SECRET")
 	if args, err := parseArgs(fs, args); err != nil {
 		return err
 	} else if err := noMoreArgs(args); err != nil {
 		return err
 	}
-	log.Info().Str("addr", *addr).Msg("serving the Stripe emulator")
-	return stripefake.ListenAndServe(ctx, *addr, stripefake.New(stripefake.Options{Logger: log}))
+	switch {
+	case *hookURL != "" && *hookSecret == "":
+		return usageErrorf("--webhook-url needs --webhook-secret")
+	case *hookSecret != "" && *hookURL == "":
+		return usageErrorf("--webhook-secret needs --webhook-url")
+	}
+	if *hookURL != "" {
+		for _, raw := range strings.Split(*hookURL, ",") {
+			if u, err := url.Parse(strings.TrimSpace(raw)); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return usageErrorf("--webhook-url must be http or https URLs, got %q", raw)
+			}
+		}
+	}
+	ev := log.Info().Str("addr", *addr)
+	if *hookURL != "" {
+		ev = ev.Str("webhook_url", *hookURL)
+	}
+	ev.Msg("serving the Stripe emulator")
+	return stripefake.ListenAndServe(ctx, *addr, stripefake.New(stripefake.Options{
+		Logger: log, WebhookURL: *hookURL, WebhookSecret: *hookSecret,
+	}))
 }

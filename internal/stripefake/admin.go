@@ -49,6 +49,16 @@ type AdminChaos struct {
 	OutliveLatencyMS int64 `json:"outlive_latency_ms"`
 	// SearchLagMS is Chaos.SearchLag.
 	SearchLagMS int64 `json:"search_lag_ms"`
+	// PWebhookDelay is Chaos.PWebhookDelay; it needs WebhookDelayMS.
+	PWebhookDelay float64 `json:"p_webhook_delay"`
+	// WebhookDelayMS is Chaos.WebhookDelay.
+	WebhookDelayMS int64 `json:"webhook_delay_ms"`
+	// PWebhookDuplicate is Chaos.PWebhookDuplicate.
+	PWebhookDuplicate float64 `json:"p_webhook_duplicate"`
+	// PWebhookReorder is Chaos.PWebhookReorder.
+	PWebhookReorder float64 `json:"p_webhook_reorder"`
+	// PWebhookLost is Chaos.PWebhookLost.
+	PWebhookLost float64 `json:"p_webhook_lost"`
 }
 
 // AdminFaultsResponse is the answer of POST /_fake/faults.
@@ -59,10 +69,11 @@ type AdminFaultsResponse struct {
 	Chaos AdminChaos `json:"chaos"`
 }
 
-// Chaos checks ranges and converts c to a Chaos: probabilities within [0, 1]
-// adding up to at most 1, durations not negative, max_latency_ms (unless 0)
-// not below latency_ms, and outlive_latency_ms positive when
-// p_outlive_client is.
+// Chaos checks ranges and converts c to a Chaos: probabilities within [0, 1],
+// those of the create faults adding up to at most 1 (the webhook faults are
+// drawn independently), durations not negative, max_latency_ms (unless 0)
+// not below latency_ms, outlive_latency_ms positive when p_outlive_client
+// is, and webhook_delay_ms positive when p_webhook_delay is.
 func (c AdminChaos) Chaos() (Chaos, error) {
 	ps := []float64{c.P500, c.PLostAnswer, c.PHang, c.P500Charged, c.PIdempotencyError, c.POutliveClient}
 	sum := 0.0
@@ -76,7 +87,12 @@ func (c AdminChaos) Chaos() (Chaos, error) {
 	if sum > 1+1e-9 {
 		return Chaos{}, errors.New("chaos probabilities must not add up to more than 1")
 	}
-	for _, d := range []int64{c.LatencyMS, c.MaxLatencyMS, c.HangForMS, c.OutliveLatencyMS, c.SearchLagMS} {
+	for _, p := range []float64{c.PWebhookDelay, c.PWebhookDuplicate, c.PWebhookReorder, c.PWebhookLost} {
+		if p < 0 || p > 1 {
+			return Chaos{}, errors.New("chaos probabilities must be within [0, 1]")
+		}
+	}
+	for _, d := range []int64{c.LatencyMS, c.MaxLatencyMS, c.HangForMS, c.OutliveLatencyMS, c.SearchLagMS, c.WebhookDelayMS} {
 		if d < 0 {
 			return Chaos{}, errors.New("chaos durations must not be negative")
 		}
@@ -87,6 +103,9 @@ func (c AdminChaos) Chaos() (Chaos, error) {
 	if c.POutliveClient > 0 && c.OutliveLatencyMS == 0 {
 		return Chaos{}, errors.New("p_outlive_client needs a positive outlive_latency_ms")
 	}
+	if c.PWebhookDelay > 0 && c.WebhookDelayMS == 0 {
+		return Chaos{}, errors.New("p_webhook_delay needs a positive webhook_delay_ms")
+	}
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	return Chaos{
 		P500: c.P500, PLostAnswer: c.PLostAnswer, PHang: c.PHang,
@@ -96,6 +115,8 @@ func (c AdminChaos) Chaos() (Chaos, error) {
 		HangFor:        ms(c.HangForMS),
 		OutliveLatency: ms(c.OutliveLatencyMS),
 		SearchLag:      ms(c.SearchLagMS),
+		PWebhookDelay:  c.PWebhookDelay, WebhookDelay: ms(c.WebhookDelayMS),
+		PWebhookDuplicate: c.PWebhookDuplicate, PWebhookReorder: c.PWebhookReorder, PWebhookLost: c.PWebhookLost,
 	}, nil
 }
 
@@ -109,6 +130,8 @@ func adminChaos(c Chaos) AdminChaos {
 		HangForMS:        c.HangFor.Milliseconds(),
 		OutliveLatencyMS: c.OutliveLatency.Milliseconds(),
 		SearchLagMS:      c.SearchLag.Milliseconds(),
+		PWebhookDelay:    c.PWebhookDelay, WebhookDelayMS: c.WebhookDelay.Milliseconds(),
+		PWebhookDuplicate: c.PWebhookDuplicate, PWebhookReorder: c.PWebhookReorder, PWebhookLost: c.PWebhookLost,
 	}
 }
 

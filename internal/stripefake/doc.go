@@ -84,8 +84,21 @@
 // PaymentIntents and refunds are visible to every API key, and only create,
 // retrieve, list and search of PaymentIntents and create, retrieve and list
 // of refunds are implemented: no /v1/charges, no refund update or cancel,
-// no events or webhooks. Pending refunds never settle by themselves, and
-// refunds are never requires_action or canceled (cards never are).
+// no /v1/events (events are sent as webhooks only, and listed by an admin
+// endpoint). Pending refunds never settle by themselves, and refunds are
+// never requires_action or canceled (cards never are).
+//
+// # Webhooks
+//
+// With Options.WebhookURL and WebhookSecret (paymentsd stripefake
+// --webhook-url U --webhook-secret S) every state change is a Stripe event,
+// signed as Stripe signs them (Stripe-Signature: t=...,v1=...) and POSTed
+// asynchronously, retried with backoff until answered 2xx:
+// payment_intent.created, payment_intent.succeeded,
+// payment_intent.payment_failed, refund.created, refund.updated and
+// charge.dispute.created (OpenDispute). Chaos adds Stripe's delivery
+// faults: delayed, duplicated, reordered, and a first attempt lost. See
+// webhooks.go.
 //
 // # Faults
 //
@@ -112,5 +125,8 @@
 // GET /_fake/refunds, POST /_fake/refunds/{id}/status
 // ({"status":"succeeded"|"failed","failure_reason":...}) and
 // POST /_fake/payment_intents/{id}/refund_outcome (a RefundOutcome; see
-// admin_refunds.go).
+// admin_refunds.go); GET /_fake/events (every event and its deliveries;
+// ?type= and ?object_id= filter), POST /_fake/disputes
+// ({"payment_intent":...,"reason":...}: OpenDispute) and GET /_fake/disputes
+// (see disputes.go).
 package stripefake

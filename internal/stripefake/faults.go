@@ -160,11 +160,30 @@ type Chaos struct {
 	// SearchLag, when positive, replaces Options.SearchLag while this
 	// configuration is in force.
 	SearchLag time.Duration
+
+	// Webhook faults, drawn independently of each other (and of the create
+	// faults above, from a source of their own) for every event when
+	// Options.WebhookURL is set, as Stripe documents its deliveries (see
+	// webhooks.go). PWebhookDelay delays the event's first delivery by a
+	// uniformly random time up to WebhookDelay.
+	PWebhookDelay float64
+	WebhookDelay  time.Duration
+	// PWebhookDuplicate delivers the event twice: half the time both at
+	// once, otherwise again after the first delivery was answered.
+	PWebhookDuplicate float64
+	// PWebhookReorder holds the event back until a later event has been
+	// sent (or for at most 2 s), so that it arrives after it.
+	PWebhookReorder float64
+	// PWebhookLost drops the event's first delivery attempt, as a network
+	// would: the endpoint sees only the retry, after the backoff.
+	PWebhookLost float64
 }
 
-// faults reports whether c draws any fault or latency (SearchLag aside).
+// faults reports whether c draws any create fault or latency (SearchLag
+// and the webhook faults aside).
 func (c Chaos) faults() bool {
 	c.SearchLag = 0
+	c.PWebhookDelay, c.WebhookDelay, c.PWebhookDuplicate, c.PWebhookReorder, c.PWebhookLost = 0, 0, 0, 0, 0
 	return c != Chaos{}
 }
 
@@ -200,6 +219,8 @@ func (s *Server) SetChaos(c Chaos) {
 	c.Latency, c.HangFor = max(c.Latency, 0), max(c.HangFor, 0)
 	c.OutliveLatency, c.SearchLag = max(c.OutliveLatency, 0), max(c.SearchLag, 0)
 	c.MaxLatency = max(c.MaxLatency, c.Latency)
+	c.PWebhookDelay, c.PWebhookDuplicate = clamp(c.PWebhookDelay), clamp(c.PWebhookDuplicate)
+	c.PWebhookReorder, c.PWebhookLost, c.WebhookDelay = clamp(c.PWebhookReorder), clamp(c.PWebhookLost), max(c.WebhookDelay, 0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.chaos = c

@@ -24,7 +24,8 @@ func ListenAndServe(ctx context.Context, addr string, s *Server) error {
 // Serve serves s on ln until ctx is done, then shuts down gracefully: hung
 // requests are released (they then complete normally), requests in flight,
 // and creates still executing after their client left, get up to 10 seconds
-// to finish. It closes ln and returns nil after a shutdown caused by ctx.
+// to finish; then webhook deliveries stop (Close). It closes ln and returns
+// nil after a shutdown caused by ctx.
 func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 	srv := &http.Server{
 		Handler:           s,
@@ -51,6 +52,7 @@ func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 		return serr
 	}
 	s.awaitExecutions(sctx)
+	s.Close()
 	s.log.Info().Msg("stripefake stopped")
 	return err
 }

@@ -253,6 +253,7 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 	if pi.DeclineCode != "" {
 		s.stats.Declines++
 	}
+	s.emitIntentLocked(pi, reqID, idempotencyKey)
 	s.mu.Unlock()
 
 	if pi.DeclineCode == "" {

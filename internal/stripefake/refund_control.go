@@ -123,6 +123,7 @@ func (s *Server) SetRefundStatus(refundID, status, failureReason string) (Refund
 	default: // pending -> succeeded; the amount stays reserved
 		rf.Status = status
 		s.stats.RefundStatusChanges++
+		s.emitRefundLocked("refund.updated", i, eventRequest{})
 	}
 	return rf.snapshot(), nil
 }

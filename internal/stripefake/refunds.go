@@ -187,6 +187,7 @@ func (s *Server) createRefund(p refundParams, reqID, idempotencyKey string) outc
 	s.refundByID[rf.ID] = len(s.refunds)
 	s.refunds = append(s.refunds, rf)
 	s.stats.RefundsCreated++
+	s.emitRefundLocked("refund.created", len(s.refunds)-1, requestOf(reqID, idempotencyKey))
 	body := marshalWire(rf.wire())
 	if o.Status == RefundFailed {
 		// Like pm_card_refundFail: the answer says succeeded, every later
@@ -281,6 +282,7 @@ func (s *Server) failRefund(i int, reason string) {
 	rf.failureTransaction = "txn_" + randomID(24)
 	s.intents[rf.intent].AmountRefunded -= rf.Amount
 	s.stats.RefundsFailed++
+	s.emitRefundLocked("refund.updated", i, eventRequest{})
 }
 
 // handleRefundRetrieve answers GET /v1/refunds/{id}; strongly consistent.

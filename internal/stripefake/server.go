@@ -35,6 +35,22 @@ type Options struct {
 	// strongly consistent. Chaos.SearchLag overrides it while set. Retrieve
 	// and list are never delayed.
 	SearchLag time.Duration
+
+	// WebhookURL, when set, receives a signed Stripe event for every state
+	// change (see webhooks.go): the URL of a webhook endpoint, or several
+	// separated by commas, which deliveries take in turn like a load
+	// balancer's round robin. Empty: no events are made.
+	WebhookURL string
+	// WebhookSecret is the endpoint's signing secret (whsec_...), with which
+	// every delivery is signed as Stripe signs it.
+	WebhookSecret string
+	// WebhookBackoff is the pause before the first retry of an unanswered
+	// delivery; it doubles with each retry up to WebhookMaxBackoff. Zero
+	// means 500 ms and 10 s: Stripe's schedule (three days) compressed.
+	WebhookBackoff, WebhookMaxBackoff time.Duration
+	// WebhookQueue bounds the events not delivered yet; an event made while
+	// it is full is dropped (counted, logged). Zero means 10,000.
+	WebhookQueue int
 }
 
 // Server is the emulator. It implements http.Handler and is safe for
@@ -60,6 +76,13 @@ type Server struct {
 	idem       map[idemKey]*idemEntry
 	sinceSweep int
 	stats      Stats
+
+	// Webhooks (webhooks.go): hooks is nil without Options.WebhookURL.
+	hooks    *webhookSender
+	hookRng  *rand.Rand // draws webhook faults apart from create faults
+	events   []*Event
+	disputes []Dispute
+	disputed map[string]int // PaymentIntent id -> index in disputes
 }
 
 // New returns a Server with no PaymentIntents, no faults and chaos off.
@@ -80,6 +103,8 @@ func New(opts Options) *Server {
 		refundByID: make(map[string]int),
 		outcomes:   make(map[string]RefundOutcome),
 		idem:       make(map[idemKey]*idemEntry),
+		hookRng:    rand.New(rand.NewPCG(seed^0x5851f42d4c957f2d, seed)),
+		disputed:   make(map[string]int),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -102,8 +127,14 @@ func New(opts Options) *Server {
 	mux.HandleFunc("GET /_fake/refunds", s.handleAdminRefunds)
 	mux.HandleFunc("POST /_fake/refunds/{id}/status", s.handleAdminRefundStatus)
 	mux.HandleFunc("POST /_fake/payment_intents/{id}/refund_outcome", s.handleAdminRefundOutcome)
+	mux.HandleFunc("GET /_fake/events", s.handleAdminEvents)
+	mux.HandleFunc("GET /_fake/disputes", s.handleAdminDisputes)
+	mux.HandleFunc("POST /_fake/disputes", s.handleAdminDisputeCreate)
 	mux.HandleFunc("/", s.handleUnknown)
 	s.mux = mux
+	if opts.WebhookURL != "" {
+		s.hooks = newWebhookSender(s, opts)
+	}
 	return s
 }
 

@@ -76,4 +76,34 @@ type Stats struct {
 	RefundRetrieves int64 `json:"refund_retrieves"`
 	// RefundLists counts refund list requests, including invalid ones.
 	RefundLists int64 `json:"refund_lists"`
+
+	// Webhooks (with Options.WebhookURL; see webhooks.go).
+	// WebhookEvents counts events made, one per state change.
+	WebhookEvents int64 `json:"webhook_events"`
+	// WebhookAttempts counts delivery attempts: POSTs sent, duplicates and
+	// retries included, plus first attempts dropped by PWebhookLost.
+	WebhookAttempts int64 `json:"webhook_attempts"`
+	// WebhookDelivered counts events answered 2xx at least once.
+	WebhookDelivered int64 `json:"webhook_delivered"`
+	// WebhookAnswered counts attempts answered 2xx: WebhookDelivered plus
+	// the duplicates the endpoint answered.
+	WebhookAnswered int64 `json:"webhook_answered"`
+	// WebhookRetries counts attempts after a failed one.
+	WebhookRetries int64 `json:"webhook_retries"`
+	// WebhookFailedAttempts counts attempts not answered 2xx: an error, a
+	// timeout, another status, or dropped by PWebhookLost.
+	WebhookFailedAttempts int64 `json:"webhook_failed_attempts"`
+	// WebhookPending is the number of events not delivered yet.
+	WebhookPending int64 `json:"webhook_pending"`
+	// WebhookDropped counts events never sent because the queue was full
+	// (Options.WebhookQueue).
+	WebhookDropped int64 `json:"webhook_dropped"`
+	// WebhookDelays, WebhookDuplicates, WebhookReorders and WebhookLost
+	// count the webhook faults drawn from chaos.
+	WebhookDelays     int64 `json:"webhook_delays"`
+	WebhookDuplicates int64 `json:"webhook_duplicates"`
+	WebhookReorders   int64 `json:"webhook_reorders"`
+	WebhookLost       int64 `json:"webhook_lost"`
+	// Disputes counts disputes opened (OpenDispute, POST /_fake/disputes).
+	Disputes int64 `json:"disputes"`
 }

@@ -68,6 +68,7 @@ func StartEmulator(t testing.TB, opts stripefake.Options) *Emulator {
 	srv := httptest.NewServer(emulator)
 	t.Cleanup(srv.Close)
 	t.Cleanup(emulator.ReleaseHangs) // before the server closes: cleanups run last-in first-out
+	t.Cleanup(emulator.Close)        // stops webhook deliveries, if any
 	return &Emulator{Server: emulator, URL: srv.URL}
 }
 

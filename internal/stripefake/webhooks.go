@@ -1,0 +1,560 @@
+package stripefake
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stripe/stripe-go/v79"
+	"github.com/stripe/stripe-go/v79/webhook"
+)
+
+// Webhooks. With Options.WebhookURL the emulator makes a Stripe event for
+// every state change it makes, at the time of the change (by the
+// Options.Now clock, under the lock that makes the change):
+//
+//   - a PaymentIntent created: payment_intent.created, then
+//     payment_intent.succeeded or, for a decline, payment_intent.payment_failed;
+//   - a refund created: refund.created (with the status its create answer
+//     shows), and refund.updated for every later change of its status
+//     (SetRefundStatus, or a refund of pm_card_refundFail failing);
+//   - a dispute opened (OpenDispute): charge.dispute.created.
+//
+// The event is Stripe's: {"id":"evt_...","object":"event","api_version":...,
+// "created":...,"type":...,"livemode":false,"pending_webhooks":1,
+// "request":{...},"data":{"object":...}}, the object rendered as the API
+// renders it (latest_charge not expanded). Each delivery attempt is a POST
+// signed as Stripe signs: "Stripe-Signature: t=<now>,v1=<hex HMAC-SHA256 of
+// "<t>.<body>" keyed with the secret>", a fresh timestamp per attempt.
+//
+// Delivery is asynchronous, never on the request's path: events wait in a
+// bounded queue (Options.WebhookQueue), a few workers make first attempts in
+// the order the events were made, and an attempt not answered 2xx within
+// 10 s is retried with exponential backoff (Options.WebhookBackoff up to
+// WebhookMaxBackoff) until it is answered or the server is closed. Several
+// URLs are taken in turn, one per attempt. Chaos adds the faults Stripe
+// documents of its deliveries (Chaos.PWebhookDelay and the rest): late,
+// twice (sometimes at once), out of order, and a first attempt lost.
+
+const (
+	defaultWebhookBackoff    = 500 * time.Millisecond
+	defaultWebhookMaxBackoff = 10 * time.Second
+	defaultWebhookQueue      = 10000
+	// webhookWorkers make the first attempts, in the order of the queue.
+	webhookWorkers = 4
+	// webhookTimeout bounds one attempt, as Stripe's own timeout does.
+	webhookTimeout = 10 * time.Second
+	// reorderHold bounds how long a reordered event waits for a later one.
+	reorderHold = 2 * time.Second
+)
+
+// Event statuses.
+const (
+	// EventPending: not answered 2xx yet; it is being retried.
+	EventPending = "pending"
+	// EventDelivered: an attempt was answered 2xx.
+	EventDelivered = "delivered"
+	// EventDropped: never sent, because the queue was full.
+	EventDropped = "dropped"
+)
+
+// Event is one event the emulator made, and what became of its deliveries.
+type Event struct {
+	// ID is "evt_" followed by 24 random alphanumerics.
+	ID string `json:"id"`
+	// Type is Stripe's event type, e.g. "payment_intent.succeeded".
+	Type string `json:"type"`
+	// ObjectID is the id of the object in data.object.
+	ObjectID string `json:"object_id"`
+	// Created is the time of the change, truncated to seconds.
+	Created time.Time `json:"created"`
+	// Payload is the event exactly as every delivery sends it.
+	Payload json.RawMessage `json:"payload"`
+	// Status is EventPending, EventDelivered or EventDropped.
+	Status string `json:"status"`
+	// Attempts counts delivery attempts, retries and duplicates included.
+	Attempts int `json:"attempts"`
+	// Answered counts attempts answered 2xx; above 1 the endpoint got
+	// duplicates.
+	Answered int `json:"answered"`
+	// DeliveredAt is when the first 2xx answer came.
+	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
+	// LastError says why the last failed attempt failed.
+	LastError string `json:"last_error,omitempty"`
+	// Faults names the chaos faults drawn for the event: "delay",
+	// "duplicate", "reorder", "lost".
+	Faults []string `json:"faults,omitempty"`
+}
+
+// eventJSON is Stripe's wire form of an event.
+type eventJSON struct {
+	ID              string       `json:"id"`
+	Object          string       `json:"object"`
+	APIVersion      string       `json:"api_version"`
+	Created         int64        `json:"created"`
+	Data            eventData    `json:"data"`
+	Livemode        bool         `json:"livemode"`
+	PendingWebhooks int          `json:"pending_webhooks"`
+	Request         eventRequest `json:"request"`
+	Type            string       `json:"type"`
+}
+
+// eventData holds the object of an event.
+type eventData struct {
+	Object any `json:"object"`
+}
+
+// eventRequest names the API request that caused an event; both are null
+// for changes no request made (a refund settling, a dispute).
+type eventRequest struct {
+	ID             *string `json:"id"`
+	IdempotencyKey *string `json:"idempotency_key"`
+}
+
+// requestOf is the eventRequest of the request reqID with key key.
+func requestOf(reqID, key string) eventRequest {
+	return eventRequest{ID: optional(reqID), IdempotencyKey: optional(key)}
+}
+
+// webhookPlan is what chaos does to the deliveries of one event.
+type webhookPlan struct {
+	delay      time.Duration
+	duplicate  bool
+	concurrent bool // the duplicate goes at once with the first attempt
+	reorder    bool
+	lost       bool
+}
+
+// names lists the plan's faults, for Event.Faults.
+func (p webhookPlan) names() []string {
+	var out []string
+	if p.delay > 0 {
+		out = append(out, "delay")
+	}
+	if p.duplicate {
+		out = append(out, "duplicate")
+	}
+	if p.reorder {
+		out = append(out, "reorder")
+	}
+	if p.lost {
+		out = append(out, "lost")
+	}
+	return out
+}
+
+// delivery is one event on its way.
+type delivery struct {
+	ev      *Event // guarded by Server.mu
+	payload []byte
+	plan    webhookPlan
+}
+
+// webhookSender delivers the events of one Server.
+type webhookSender struct {
+	s          *Server
+	urls       []string
+	secret     string
+	client     *http.Client
+	backoff    time.Duration
+	maxBackoff time.Duration
+	capacity   int64
+	queue      chan *delivery
+	next       atomic.Uint64 // round robin over urls
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+	closed bool // guarded by Server.mu: no more events are queued
+
+	heldMu sync.Mutex
+	held   []*delivery // reordered events waiting for a later one
+}
+
+// newWebhookSender starts the workers that deliver s's events.
+func newWebhookSender(s *Server, opts Options) *webhookSender {
+	var urls []string
+	for _, u := range strings.Split(opts.WebhookURL, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	h := &webhookSender{
+		s:          s,
+		urls:       urls,
+		secret:     opts.WebhookSecret,
+		backoff:    opts.WebhookBackoff,
+		maxBackoff: opts.WebhookMaxBackoff,
+		capacity:   int64(opts.WebhookQueue),
+	}
+	if h.backoff <= 0 {
+		h.backoff = defaultWebhookBackoff
+	}
+	if h.maxBackoff <= 0 {
+		h.maxBackoff = defaultWebhookMaxBackoff
+	}
+	h.maxBackoff = max(h.maxBackoff, h.backoff)
+	if h.capacity <= 0 {
+		h.capacity = defaultWebhookQueue
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 4 * webhookWorkers
+	h.client = &http.Client{Timeout: webhookTimeout, Transport: transport}
+	// Pending events never exceed the capacity, so a send never blocks.
+	h.queue = make(chan *delivery, h.capacity)
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	for range webhookWorkers {
+		h.wg.Add(1)
+		go h.work()
+	}
+	return h
+}
+
+// Close stops delivering events: attempts in flight are cut short, and
+// events not delivered yet stay pending. Serve calls it when it returns.
+// It is safe to call more than once, and a no-op without webhooks.
+func (s *Server) Close() {
+	h := s.hooks
+	if h == nil {
+		return
+	}
+	h.once.Do(func() {
+		s.mu.Lock()
+		h.closed = true
+		s.mu.Unlock()
+		h.cancel()
+		h.wg.Wait()
+		h.client.CloseIdleConnections()
+	})
+}
+
+// Events returns a snapshot of every event made, in the order they were
+// made.
+func (s *Server) Events() []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Event, len(s.events))
+	for i, ev := range s.events {
+		out[i] = *ev
+	}
+	return out
+}
+
+// emitIntentLocked makes the events of a PaymentIntent just created by the
+// request reqID: payment_intent.created, then payment_intent.succeeded or
+// payment_intent.payment_failed once it was confirmed. The caller holds
+// s.mu.
+func (s *Server) emitIntentLocked(pi PaymentIntent, reqID, idempotencyKey string) {
+	if s.hooks == nil {
+		return
+	}
+	req := requestOf(reqID, idempotencyKey)
+	s.emitLocked("payment_intent.created", pi.ID, pi.wire(), req)
+	switch {
+	case pi.Status == StatusSucceeded:
+		s.emitLocked("payment_intent.succeeded", pi.ID, pi.wire(), req)
+	case pi.DeclineCode != "":
+		s.emitLocked("payment_intent.payment_failed", pi.ID, pi.wire(), req)
+	}
+}
+
+// emitRefundLocked makes an event of type typ about refund i (its state
+// now). The caller holds s.mu.
+func (s *Server) emitRefundLocked(typ string, i int, req eventRequest) {
+	if s.hooks == nil {
+		return
+	}
+	rf := s.refunds[i]
+	s.emitLocked(typ, rf.ID, rf.wire(), req)
+}
+
+// emitLocked makes an event of type typ about object (its wire form, whose
+// id is objectID), records it and queues it for delivery. The caller holds
+// s.mu. Without webhooks it does nothing.
+func (s *Server) emitLocked(typ, objectID string, object any, req eventRequest) {
+	h := s.hooks
+	if h == nil {
+		return
+	}
+	now := s.now()
+	id := "evt_" + randomID(24)
+	payload := marshalWire(eventJSON{
+		ID: id, Object: "event", APIVersion: stripe.APIVersion, Created: now.Unix(),
+		Data: eventData{Object: object}, PendingWebhooks: 1, Request: req, Type: typ,
+	})
+	plan := s.drawWebhookPlanLocked()
+	ev := &Event{
+		ID: id, Type: typ, ObjectID: objectID, Created: time.Unix(now.Unix(), 0).UTC(),
+		Payload: payload, Status: EventPending, Faults: plan.names(),
+	}
+	s.events = append(s.events, ev)
+	s.stats.WebhookEvents++
+	switch {
+	case h.closed:
+		// Stopped: the event stays pending, as it would at Stripe until
+		// the endpoint is enabled again.
+		return
+	case s.stats.WebhookPending >= h.capacity:
+		ev.Status = EventDropped
+		s.stats.WebhookDropped++
+		s.log.Warn().Str("event_id", id).Str("event_type", typ).Int64("queue", h.capacity).
+			Msg("stripefake: webhook queue full; event dropped")
+		return
+	}
+	s.stats.WebhookPending++
+	h.queue <- &delivery{ev: ev, payload: payload, plan: plan}
+}
+
+// drawWebhookPlanLocked draws the chaos faults of one event. The caller
+// holds s.mu.
+func (s *Server) drawWebhookPlanLocked() webhookPlan {
+	c, rng := s.chaos, s.hookRng
+	var p webhookPlan
+	if c.PWebhookDelay > 0 && c.WebhookDelay > 0 && rng.Float64() < c.PWebhookDelay {
+		p.delay = 1 + time.Duration(rng.Int64N(int64(c.WebhookDelay)))
+		s.stats.WebhookDelays++
+	}
+	if c.PWebhookDuplicate > 0 && rng.Float64() < c.PWebhookDuplicate {
+		p.duplicate, p.concurrent = true, rng.IntN(2) == 0
+		s.stats.WebhookDuplicates++
+	}
+	if c.PWebhookReorder > 0 && rng.Float64() < c.PWebhookReorder {
+		p.reorder = true
+		s.stats.WebhookReorders++
+	}
+	if c.PWebhookLost > 0 && rng.Float64() < c.PWebhookLost {
+		p.lost = true
+		s.stats.WebhookLost++
+	}
+	return p
+}
+
+// work makes first attempts, in queue order, until the sender is closed.
+func (h *webhookSender) work() {
+	defer h.wg.Done()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case d := <-h.queue:
+			h.dispatch(d)
+		}
+	}
+}
+
+// dispatch starts the deliveries of d as its plan says. Events held back
+// (reordered) before it are released once its first attempt went out.
+func (h *webhookSender) dispatch(d *delivery) {
+	if d.plan.reorder {
+		h.hold(d)
+		return
+	}
+	h.heldMu.Lock()
+	held := h.held
+	h.held = nil
+	h.heldMu.Unlock()
+	if d.plan.delay > 0 {
+		h.after(d.plan.delay, func() {
+			h.first(d)
+			h.release(held)
+		})
+		return
+	}
+	h.first(d)
+	h.release(held)
+}
+
+// hold keeps d back until a later event's first attempt went out, or for
+// reorderHold at most.
+func (h *webhookSender) hold(d *delivery) {
+	h.heldMu.Lock()
+	h.held = append(h.held, d)
+	h.heldMu.Unlock()
+	h.after(reorderHold, func() {
+		h.heldMu.Lock()
+		i := -1
+		for j, x := range h.held {
+			if x == d {
+				i = j
+			}
+		}
+		if i >= 0 {
+			h.held = append(h.held[:i], h.held[i+1:]...)
+		}
+		h.heldMu.Unlock()
+		if i >= 0 {
+			h.first(d)
+		}
+	})
+}
+
+// release starts the first attempts of held events, after their delays.
+func (h *webhookSender) release(held []*delivery) {
+	for _, d := range held {
+		h.after(d.plan.delay, func() { h.first(d) })
+	}
+}
+
+// after runs f in its own goroutine after delay, unless the sender is
+// closed first.
+func (h *webhookSender) after(delay time.Duration, f func()) {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-h.ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+		if h.ctx.Err() == nil {
+			f()
+		}
+	}()
+}
+
+// first makes d's first attempt (with a concurrent duplicate if planned),
+// and hands a failed one over to retries.
+func (h *webhookSender) first(d *delivery) {
+	if d.plan.duplicate && d.plan.concurrent {
+		h.after(0, func() { h.attempt(d, attemptDuplicate) })
+	}
+	if h.attempt(d, attemptFirst) {
+		h.delivered(d)
+		return
+	}
+	h.after(0, func() { h.retry(d) })
+}
+
+// retry retries d with exponential backoff until it is delivered (by this
+// or a concurrent duplicate attempt) or the sender is closed.
+func (h *webhookSender) retry(d *delivery) {
+	wait := h.backoff
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-h.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if h.isDelivered(d) {
+			return
+		}
+		if h.attempt(d, attemptRetry) {
+			h.delivered(d)
+			return
+		}
+		wait = min(2*wait, h.maxBackoff)
+	}
+}
+
+// delivered follows a first 2xx answer: a planned sequential duplicate
+// goes now.
+func (h *webhookSender) delivered(d *delivery) {
+	if d.plan.duplicate && !d.plan.concurrent {
+		h.after(0, func() { h.attempt(d, attemptDuplicate) })
+	}
+}
+
+// isDelivered reports whether an attempt of d was answered 2xx.
+func (h *webhookSender) isDelivered(d *delivery) bool {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	return d.ev.Status == EventDelivered
+}
+
+// attemptKind is why an attempt is made.
+type attemptKind int
+
+const (
+	attemptFirst attemptKind = iota
+	attemptRetry
+	attemptDuplicate
+)
+
+// attempt POSTs d once to the next URL, signed now, and records the
+// result. It reports whether the endpoint answered 2xx. A planned lost
+// first attempt is recorded as failed without being sent.
+func (h *webhookSender) attempt(d *delivery, kind attemptKind) bool {
+	if kind == attemptFirst && d.plan.lost {
+		h.record(d, kind, 0, "dropped by chaos (p_webhook_lost): the first attempt never reached the endpoint")
+		return false
+	}
+	url := h.urls[(h.next.Add(1)-1)%uint64(len(h.urls))]
+	req, err := http.NewRequestWithContext(h.ctx, http.MethodPost, url, bytes.NewReader(d.payload))
+	if err != nil {
+		h.record(d, kind, 0, err.Error())
+		return false
+	}
+	now := time.Now()
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	req.Header.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)")
+	req.Header.Set("Stripe-Signature", "t="+strconv.FormatInt(now.Unix(), 10)+",v1="+
+		hex.EncodeToString(webhook.ComputeSignature(now, d.payload, h.secret)))
+	resp, err := h.client.Do(req)
+	if err != nil {
+		if h.ctx.Err() != nil {
+			return false // closed: not an answer of the endpoint
+		}
+		h.record(d, kind, 0, err.Error())
+		return false
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		h.record(d, kind, resp.StatusCode, strings.TrimSpace(resp.Status+" "+string(body)))
+		return false
+	}
+	h.record(d, kind, resp.StatusCode, "")
+	return true
+}
+
+// record counts one attempt of d: answered 2xx when failure is empty.
+func (h *webhookSender) record(d *delivery, kind attemptKind, status int, failure string) {
+	s := h.s
+	s.mu.Lock()
+	ev := d.ev
+	ev.Attempts++
+	s.stats.WebhookAttempts++
+	if kind == attemptRetry {
+		s.stats.WebhookRetries++
+	}
+	first := false
+	if failure == "" {
+		ev.Answered++
+		s.stats.WebhookAnswered++
+		if ev.Status == EventPending {
+			first = true
+			at := s.now()
+			ev.Status, ev.DeliveredAt = EventDelivered, &at
+			s.stats.WebhookDelivered++
+			s.stats.WebhookPending--
+		}
+	} else {
+		ev.LastError = failure
+		s.stats.WebhookFailedAttempts++
+	}
+	attempts := ev.Attempts
+	s.mu.Unlock()
+
+	if failure != "" {
+		s.log.Info().Str("event_id", ev.ID).Str("event_type", ev.Type).Int("attempt", attempts).
+			Int("status", status).Str("error", failure).Msg("stripefake: webhook attempt failed")
+		return
+	}
+	s.log.Debug().Str("event_id", ev.ID).Str("event_type", ev.Type).Int("attempt", attempts).
+		Int("status", status).Bool("first_delivery", first).Msg("stripefake: webhook delivered")
+}
