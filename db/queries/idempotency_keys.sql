@@ -81,7 +81,8 @@ WHERE k.id = @id
   AND k.recovery_point <> 'finished'
   AND k.needs_attention_at IS NULL
   AND idempotency_key_lease_is_stale(k.lock_token, k.locked_at, k.locked_by,
-        sqlc.arg(lease_seconds)::float8, sqlc.arg(dead_after_seconds)::float8)
+        sqlc.arg(lease_seconds)::float8, sqlc.arg(dead_after_seconds)::float8,
+        coalesce(sqlc.narg(now)::timestamptz, now()))
 RETURNING *;
 
 -- IdempotencyKeyListResumable lists unfinished keys that no live run holds
@@ -93,11 +94,12 @@ SELECT k.id
 FROM idempotency_keys AS k
 WHERE k.recovery_point <> 'finished'
   AND k.needs_attention_at IS NULL
-  AND k.last_run_at < now() - interval '1 second' * (
+  AND k.last_run_at < coalesce(sqlc.narg(now)::timestamptz, now()) - interval '1 second' * (
         sqlc.arg(min_idle_seconds)::float8
         + least(sqlc.arg(backoff_seconds)::float8 * power(2, least(k.runs - 1, 16)), sqlc.arg(max_backoff_seconds)::float8))
   AND idempotency_key_lease_is_stale(k.lock_token, k.locked_at, k.locked_by,
-        sqlc.arg(lease_seconds)::float8, sqlc.arg(dead_after_seconds)::float8)
+        sqlc.arg(lease_seconds)::float8, sqlc.arg(dead_after_seconds)::float8,
+        coalesce(sqlc.narg(now)::timestamptz, now()))
 ORDER BY k.last_run_at
 LIMIT @max_keys;
 

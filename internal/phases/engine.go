@@ -37,6 +37,11 @@ type Config struct {
 	// MaxUnfinished caps the unfinished keys one user may have; a new key
 	// beyond it is refused with ReasonTooManyUnfinished. Zero means 1000.
 	MaxUnfinished int
+	// StaleAt, when set, is the time at which this engine judges whether a
+	// lease is stale, instead of the database's now(): a clock seam for
+	// tests, which hand a later time rather than sleep until a lease runs
+	// out. Production leaves it nil.
+	StaleAt func() time.Time
 }
 
 // ReasonTooManyUnfinished is the RefusedError reason of the unfinished-key cap.
@@ -120,6 +125,16 @@ func (e *Engine) Register(flow Flow) error {
 
 // LeaseTimeout is the configured lease length.
 func (e *Engine) LeaseTimeout() time.Duration { return e.cfg.LeaseTimeout }
+
+// StaleAt is the time at which leases are judged stale: nil for the
+// database's now() (see Config.StaleAt).
+func (e *Engine) StaleAt() *time.Time {
+	if e.cfg.StaleAt == nil {
+		return nil
+	}
+	t := e.cfg.StaleAt()
+	return &t
+}
 
 // DeadAfter is how long an instance may miss heartbeats before its leases
 // are stale.
@@ -306,6 +321,7 @@ func (e *Engine) leaseKey(id int64, wasLeased bool) opener {
 			LockedBy:         e.lockedBy(),
 			LeaseSeconds:     e.cfg.LeaseTimeout.Seconds(),
 			DeadAfterSeconds: e.cfg.DeadAfter.Seconds(),
+			Now:              e.StaleAt(),
 		})
 		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
 			return nil, errRaced

@@ -61,6 +61,29 @@ type bundle struct {
 	courier *courier
 	commits *commits
 	userID  int64
+	lease   time.Duration
+	flows   []phases.Flow
+}
+
+// later is a second engine over the same database, with the same flows,
+// that judges leases d after the database's now(): what a run sees once d
+// has passed, without sleeping through it.
+func (b *bundle) later(d time.Duration) *phases.Engine {
+	e := phases.New(b.pool, phases.Config{LeaseTimeout: b.lease, Observer: b.commits,
+		StaleAt: func() time.Time { return time.Now().Add(d) }})
+	for _, f := range b.flows {
+		if err := e.Register(f); err != nil {
+			panic(err)
+		}
+	}
+	return e
+}
+
+// register registers flow with the bundle's engine, and remembers it for
+// later engines.
+func (b *bundle) register(flow phases.Flow) error {
+	b.flows = append(b.flows, flow)
+	return b.engine.Register(flow)
 }
 
 // setup gives each test its own database, a user and an engine whose flows
@@ -74,7 +97,7 @@ func setup(t *testing.T, cfg phases.Config) *bundle {
 		Email: "toy@example.com", ApiKeyHash: api.HashAPIKey(api.NewAPIKey()),
 	})
 	require.NoError(t, err)
-	b := &bundle{pool: pool, courier: &courier{}, commits: &commits{}, userID: user.ID}
+	b := &bundle{pool: pool, courier: &courier{}, commits: &commits{}, userID: user.ID, lease: cfg.LeaseTimeout}
 	cfg.Observer = b.commits
 	b.engine = phases.New(pool, cfg)
 	return b
@@ -128,7 +151,7 @@ func (b *bundle) point(t *testing.T, key string) string {
 func TestLocalStepsFuseAroundOneCall(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
-	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
 		phases.Started: logStep("slot", "slot_booked"),
 		"slot_booked":  logStep("packed", "packed"),
 		"packed":       b.callStep("courier", "shipped"),
@@ -151,7 +174,7 @@ func TestLocalStepsFuseAroundOneCall(t *testing.T) {
 func TestTwoCallsInARowAndACallAtTheStart(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
-	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
 		phases.Started: b.callStep("courier", "booked"),
 		"booked":       b.callStep("insurer", "insured"),
 		"insured":      finish,
@@ -167,7 +190,7 @@ func TestTwoCallsInARowAndACallAtTheStart(t *testing.T) {
 func TestAmbiguousCallKeepsThePointAndTheNextRunCallsAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
-	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
 		phases.Started: logStep("slot", "slot_booked"),
 		"slot_booked":  b.callStep("courier", "shipped"),
 		"shipped":      finish,
@@ -219,7 +242,7 @@ func TestResumeFromEachRecoveryPoint(t *testing.T) {
 				}}
 			}
 			b := setup(t, phases.Config{Hooks: hooks, LeaseTimeout: time.Hour})
-			require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+			require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
 				phases.Started: logStep("slot", "slot_booked"),
 				"slot_booked":  b.callStep("courier", "shipped"),
 				"shipped":      logStep("label", "labelled"),
@@ -230,12 +253,11 @@ func TestResumeFromEachRecoveryPoint(t *testing.T) {
 			var id int64
 			require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT id FROM idempotency_keys`).Scan(&id))
 
-			// The dead run still holds its hour-long lease: free it as an
-			// instance's death would, then resume without a client.
-			_, err = b.pool.Exec(context.Background(),
-				`UPDATE idempotency_keys SET locked_at = now() - interval '2 hours' WHERE lock_token IS NOT NULL`)
-			require.NoError(t, err)
-			res, err := b.engine.Resume(context.Background(), id)
+			// The dead run still holds its hour-long lease: an engine that
+			// judges leases two hours on sees it stale, and resumes the key
+			// without a client.
+			later := b.later(2 * time.Hour)
+			res, err := later.Resume(context.Background(), id)
 			require.NoError(t, err)
 			require.Equal(t, 201, res.Response.Status)
 			require.Equal(t, []string{"slot", "courier", "label"}, b.steps(t, "k"), "each step's work committed once")
@@ -244,12 +266,9 @@ func TestResumeFromEachRecoveryPoint(t *testing.T) {
 				calls = 2 // the lost call is made again, under the same key, for the party to deduplicate
 			}
 			require.EqualValues(t, calls, b.courier.calls.Load())
-			if crashAt == phases.Finished {
-				require.True(t, res.Replayed)
-				require.Zero(t, b.commits.takeover.Load())
-			} else {
-				require.False(t, res.Replayed)
-				require.EqualValues(t, 1, b.commits.takeover.Load())
+			require.Equal(t, crashAt == phases.Finished, res.Replayed)
+			if crashAt != phases.Finished {
+				require.EqualValues(t, 1, b.commits.takeover.Load(), "the dead run's lease was taken over")
 			}
 		})
 	}
@@ -257,17 +276,16 @@ func TestResumeFromEachRecoveryPoint(t *testing.T) {
 
 func TestARunThatLostItsLeaseWritesNothing(t *testing.T) {
 	t.Parallel()
-	const lease = 300 * time.Millisecond
 	release := make(chan struct{})
 	var stalled atomic.Bool
-	b := setup(t, phases.Config{LeaseTimeout: lease, Hooks: phases.Hooks{
+	b := setup(t, phases.Config{LeaseTimeout: time.Hour, Hooks: phases.Hooks{
 		AfterCall: func(context.Context, phases.RecoveryPoint) error {
 			if stalled.CompareAndSwap(false, true) {
 				<-release
 			}
 			return nil
 		}}})
-	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
 		phases.Started: logStep("slot", "slot_booked"),
 		"slot_booked":  b.callStep("courier", "shipped"),
 		"shipped":      finish,
@@ -278,9 +296,10 @@ func TestARunThatLostItsLeaseWritesNothing(t *testing.T) {
 		first <- err
 	}()
 	testutil.WaitFor(t, 5*time.Second, 5*time.Millisecond, stalled.Load)
-	time.Sleep(lease + 100*time.Millisecond)
 
-	res, err := b.engine.Execute(context.Background(), b.request("k"))
+	// Two hours on, by the clock leases are judged with, the stalled run's
+	// lease is stale: another run takes the key over.
+	res, err := b.later(2*time.Hour).Execute(context.Background(), b.request("k"))
 	require.NoError(t, err, "the stale lease is taken over")
 	require.Equal(t, 201, res.Response.Status)
 	require.EqualValues(t, 1, b.commits.takeover.Load())
@@ -293,7 +312,7 @@ func TestConcurrentRunsOfOneKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
 	gate := make(chan struct{})
-	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
 		phases.Started: phases.Foreign(func(ctx context.Context, run *phases.Run) (string, error) {
 			<-gate
 			return b.courier.call(ctx, run)
@@ -336,7 +355,7 @@ func TestATransactionRetryRunsApplyAgainOnTheCommittedState(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
 	var applies atomic.Int64
-	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
 		phases.Started: logStep("slot", "slot_booked"),
 		"slot_booked": phases.Local(func(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
 			if _, err := tx.Exec(ctx, `INSERT INTO shipment_log VALUES ($1, 'packed', '')`, run.Key.ID); err != nil {
@@ -361,7 +380,7 @@ func TestATransactionRetryRunsApplyAgainOnTheCommittedState(t *testing.T) {
 func TestAParkedKeyWaitsForItsSettlement(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
-	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
 		phases.Started: phases.Foreign(func(context.Context, *phases.Run) (string, error) {
 			return "", phases.NeedsAttention("the courier lost the parcel")
 		}, func(context.Context, pgx.Tx, *phases.Run, string) (phases.Transition, error) {
@@ -406,7 +425,7 @@ func TestRegisterRefusesAFlowItCouldNotDrive(t *testing.T) {
 	} {
 		require.Error(t, b.engine.Register(flow), name)
 	}
-	require.NoError(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: good}))
+	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: good}))
 	require.ErrorContains(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: good}), "registered already")
 
 	_, err := b.engine.Execute(context.Background(), &phases.Request{UserID: b.userID, Key: "x", Flow: "parcel"})

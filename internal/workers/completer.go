@@ -175,6 +175,7 @@ func (w *CompleterWorker) runBatch(ctx context.Context) (int, error) {
 		MaxBackoffSeconds: w.Config.MaxBackoff.Seconds(),
 		LeaseSeconds:      w.Engine.LeaseTimeout().Seconds(),
 		DeadAfterSeconds:  w.Engine.DeadAfter().Seconds(),
+		Now:               w.Engine.StaleAt(),
 		MaxKeys:           int32(w.Config.BatchSize),
 	})
 	if err != nil {

@@ -303,7 +303,8 @@ WHERE k.id = $3
   AND k.recovery_point <> 'finished'
   AND k.needs_attention_at IS NULL
   AND idempotency_key_lease_is_stale(k.lock_token, k.locked_at, k.locked_by,
-        $4::float8, $5::float8)
+        $4::float8, $5::float8,
+        coalesce($6::timestamptz, now()))
 RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow
 `
 
@@ -313,6 +314,7 @@ type IdempotencyKeyLeaseParams struct {
 	ID               int64
 	LeaseSeconds     float64
 	DeadAfterSeconds float64
+	Now              *time.Time
 }
 
 // IdempotencyKeyLease takes the lease of an unfinished key whose lease is
@@ -326,6 +328,7 @@ func (q *Queries) IdempotencyKeyLease(ctx context.Context, db DBTX, arg *Idempot
 		arg.ID,
 		arg.LeaseSeconds,
 		arg.DeadAfterSeconds,
+		arg.Now,
 	)
 	var i IdempotencyKey
 	err := row.Scan(
@@ -359,16 +362,18 @@ SELECT k.id
 FROM idempotency_keys AS k
 WHERE k.recovery_point <> 'finished'
   AND k.needs_attention_at IS NULL
-  AND k.last_run_at < now() - interval '1 second' * (
-        $1::float8
-        + least($2::float8 * power(2, least(k.runs - 1, 16)), $3::float8))
+  AND k.last_run_at < coalesce($1::timestamptz, now()) - interval '1 second' * (
+        $2::float8
+        + least($3::float8 * power(2, least(k.runs - 1, 16)), $4::float8))
   AND idempotency_key_lease_is_stale(k.lock_token, k.locked_at, k.locked_by,
-        $4::float8, $5::float8)
+        $5::float8, $6::float8,
+        coalesce($1::timestamptz, now()))
 ORDER BY k.last_run_at
-LIMIT $6
+LIMIT $7
 `
 
 type IdempotencyKeyListResumableParams struct {
+	Now               *time.Time
 	MinIdleSeconds    float64
 	BackoffSeconds    float64
 	MaxBackoffSeconds float64
@@ -383,6 +388,7 @@ type IdempotencyKeyListResumableParams struct {
 // same key twice from two processes is harmless.
 func (q *Queries) IdempotencyKeyListResumable(ctx context.Context, db DBTX, arg *IdempotencyKeyListResumableParams) ([]int64, error) {
 	rows, err := db.Query(ctx, idempotencyKeyListResumable,
+		arg.Now,
 		arg.MinIdleSeconds,
 		arg.BackoffSeconds,
 		arg.MaxBackoffSeconds,
