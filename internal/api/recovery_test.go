@@ -72,13 +72,20 @@ func TestCrashAfterEachRecoveryPoint(t *testing.T) {
 
 func TestRunThatLostItsLeaseCannotWrite(t *testing.T) {
 	t.Parallel()
-	const lease = 300 * time.Millisecond
 	// Run A stalls after its charge came back, before recording it, past
-	// its lease: as a GC pause or a slow network would stall it.
-	var stalled atomic.Bool
+	// its lease: as a GC pause or a slow network would stall it. Rather
+	// than sleep out a lease, the test moves the clock leases are judged
+	// by two hours on.
+	var stalled, later atomic.Bool
 	release := make(chan struct{})
 	svc := testutil.StartService(t, testutil.ServiceOptions{
-		LeaseTimeout: lease, RequestTimeout: 10 * time.Second,
+		RequestTimeout: 10 * time.Second,
+		StaleAt: func() time.Time {
+			if later.Load() {
+				return time.Now().Add(2 * time.Hour)
+			}
+			return time.Now()
+		},
 		Hooks: phases.Hooks{AfterCall: func(context.Context, phases.RecoveryPoint) error {
 			if stalled.CompareAndSwap(false, true) {
 				<-release
@@ -92,7 +99,7 @@ func TestRunThatLostItsLeaseCannotWrite(t *testing.T) {
 		return svc.PostPayment(t, apiKey, "taken-over", visa)
 	})
 	testutil.WaitFor(t, 5*time.Second, 10*time.Millisecond, stalled.Load)
-	time.Sleep(lease + 100*time.Millisecond)
+	later.Store(true)
 
 	// Run B takes the stale lease over and re-sends A's Stripe key: Stripe
 	// replays A's PaymentIntent, and B records it.

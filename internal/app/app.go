@@ -58,6 +58,8 @@ type Options struct {
 	// WebhookSecret, when set, mounts POST /webhooks/stripe, verified with
 	// it (STRIPE_WEBHOOK_SECRET).
 	WebhookSecret string
+	// StaleAt is the engine's clock seam for tests (phases.Config.StaleAt).
+	StaleAt func() time.Time
 }
 
 // App is an assembled service.
@@ -100,6 +102,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 		Observer:      m,
 		Admit:         ratelimit.New(opts.RateLimit).Admit,
 		MaxUnfinished: opts.MaxUnfinished,
+		StaleAt:       opts.StaleAt,
 	})
 	opts.Workers.ObserveResume = func(outcome string) { m.CompleterResumes.WithLabelValues(outcome).Inc() }
 	opts.Workers.ObserveReaped = func(n int64) { m.ReapedKeys.Add(float64(n)) }

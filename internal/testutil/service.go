@@ -52,6 +52,9 @@ type ServiceOptions struct {
 	Stripe payments.StripeConfig
 	// WebhookSecret mounts POST /webhooks/stripe.
 	WebhookSecret string
+	// StaleAt is the time leases are judged stale at (nil: the database's
+	// now()), so a test takes a lease over without sleeping it out.
+	StaleAt func() time.Time
 }
 
 // Emulator is a Stripe emulator served over HTTP for tests.
@@ -141,6 +144,7 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 		RequestTimeout: opts.RequestTimeout,
 		Workers:        opts.Workers,
 		WebhookSecret:  opts.WebhookSecret,
+		StaleAt:        opts.StaleAt,
 	})
 	if err != nil {
 		t.Fatalf("error assembling service: %v", err)
