@@ -100,7 +100,7 @@ func init() {
 			},
 		},
 		{
-			name: "stripefake", args: "[--addr A] [--webhook-url U --webhook-secret S]",
+			name: "stripefake", args: "[--addr A] [--webhook-url U --webhook-secret S [--webhook-latency D]]",
 			summary: "serve the Stripe emulator",
 			about: "Serves the stateful Stripe emulator: PaymentIntents and Refunds with Stripe's idempotency rules,\n" +
 				"and admin endpoints under /_fake/ (stats, fault injection, events, disputes). They have no\n" +

@@ -113,6 +113,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"stripefake", "--addr"}, "flag needs an argument: --addr"},
 		{[]string{"stripefake", "--webhook-url", "http://127.0.0.1:8080/webhooks/stripe"}, "--webhook-url needs --webhook-secret"},
 		{[]string{"stripefake", "--webhook-secret", "whsec_x"}, "--webhook-secret needs --webhook-url"},
+		{[]string{"stripefake", "--webhook-url", "http://a/", "--webhook-secret", "s", "--webhook-latency", "-1s"}, "--webhook-latency must not be negative, got -1s"},
 		{[]string{"stripefake", "--webhook-url", "127.0.0.1:8080", "--webhook-secret", "whsec_x"}, `--webhook-url must be http or https URLs, got "127.0.0.1:8080"`},
 		{[]string{"keys", "list", "--state", "stale"}, `--state must be unfinished or needs-attention, got "stale"`},
 		{[]string{"keys", "list", "--user", "ada"}, `--user must be a user id (a positive integer), got "ada"`},

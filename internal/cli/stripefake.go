@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -15,6 +16,7 @@ func stripefakeCmd(ctx context.Context, args []string, log zerolog.Logger) error
 	addr := fs.String("addr", "127.0.0.1:12111", "listen on address `A`")
 	hookURL := fs.String("webhook-url", "", "send a signed Stripe event for every state change to `U` (several URLs, comma-separated, are taken in turn)")
 	hookSecret := fs.String("webhook-secret", "", "sign the events with secret `S`: the endpoint's STRIPE_WEBHOOK_SECRET")
+	hookLatency := fs.Duration("webhook-latency", 100*time.Millisecond, "send each event `D` after its change at the earliest, as Stripe's asynchronous delivery does, after the API's answer")
 	if args, err := parseArgs(fs, args); err != nil {
 		return err
 	} else if err := noMoreArgs(args); err != nil {
@@ -25,6 +27,8 @@ func stripefakeCmd(ctx context.Context, args []string, log zerolog.Logger) error
 		return usageErrorf("--webhook-url needs --webhook-secret")
 	case *hookSecret != "" && *hookURL == "":
 		return usageErrorf("--webhook-secret needs --webhook-url")
+	case *hookLatency < 0:
+		return usageErrorf("--webhook-latency must not be negative, got %s", *hookLatency)
 	}
 	if *hookURL != "" {
 		for _, raw := range strings.Split(*hookURL, ",") {
@@ -39,6 +43,6 @@ func stripefakeCmd(ctx context.Context, args []string, log zerolog.Logger) error
 	}
 	ev.Msg("serving the Stripe emulator")
 	return stripefake.ListenAndServe(ctx, *addr, stripefake.New(stripefake.Options{
-		Logger: log, WebhookURL: *hookURL, WebhookSecret: *hookSecret,
+		Logger: log, WebhookURL: *hookURL, WebhookSecret: *hookSecret, WebhookLatency: *hookLatency,
 	}))
 }

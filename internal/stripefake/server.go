@@ -44,6 +44,11 @@ type Options struct {
 	// WebhookSecret is the endpoint's signing secret (whsec_...), with which
 	// every delivery is signed as Stripe signs it.
 	WebhookSecret string
+	// WebhookLatency is how long after the change an event's first
+	// delivery goes out at the earliest. Stripe delivers asynchronously,
+	// as a rule after the API answered the request that made the change;
+	// at zero an event often overtakes that answer. Zero: at once.
+	WebhookLatency time.Duration
 	// WebhookBackoff is the pause before the first retry of an unanswered
 	// delivery; it doubles with each retry up to WebhookMaxBackoff. Zero
 	// means 500 ms and 10 s: Stripe's schedule (three days) compressed.

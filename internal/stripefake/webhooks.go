@@ -37,7 +37,8 @@ import (
 //
 // Delivery is asynchronous, never on the request's path: events wait in a
 // bounded queue (Options.WebhookQueue), a few workers make first attempts in
-// the order the events were made, and an attempt not answered 2xx within
+// the order the events were made, each Options.WebhookLatency after its
+// change at the earliest, and an attempt not answered 2xx within
 // 10 s is retried with exponential backoff (Options.WebhookBackoff up to
 // WebhookMaxBackoff) until it is answered or the server is closed. Several
 // URLs are taken in turn, one per attempt. Chaos adds the faults Stripe
@@ -156,6 +157,7 @@ type delivery struct {
 	ev      *Event // guarded by Server.mu
 	payload []byte
 	plan    webhookPlan
+	due     time.Time // made + Options.WebhookLatency, by the real clock
 }
 
 // webhookSender delivers the events of one Server.
@@ -164,6 +166,7 @@ type webhookSender struct {
 	urls       []string
 	secret     string
 	client     *http.Client
+	latency    time.Duration
 	backoff    time.Duration
 	maxBackoff time.Duration
 	capacity   int64
@@ -192,6 +195,7 @@ func newWebhookSender(s *Server, opts Options) *webhookSender {
 		s:          s,
 		urls:       urls,
 		secret:     opts.WebhookSecret,
+		latency:    max(opts.WebhookLatency, 0),
 		backoff:    opts.WebhookBackoff,
 		maxBackoff: opts.WebhookMaxBackoff,
 		capacity:   int64(opts.WebhookQueue),
@@ -311,7 +315,7 @@ func (s *Server) emitLocked(typ, objectID string, object any, req eventRequest) 
 		return
 	}
 	s.stats.WebhookPending++
-	h.queue <- &delivery{ev: ev, payload: payload, plan: plan}
+	h.queue <- &delivery{ev: ev, payload: payload, plan: plan, due: time.Now().Add(h.latency)}
 }
 
 // drawWebhookPlanLocked draws the chaos faults of one event. The caller
@@ -351,9 +355,20 @@ func (h *webhookSender) work() {
 	}
 }
 
-// dispatch starts the deliveries of d as its plan says. Events held back
-// (reordered) before it are released once its first attempt went out.
+// dispatch starts the deliveries of d as its plan says, once it is due.
+// Events held back (reordered) before it are released once its first
+// attempt went out.
 func (h *webhookSender) dispatch(d *delivery) {
+	if wait := time.Until(d.due); wait > 0 {
+		// Events are due in queue order: waiting here keeps that order.
+		t := time.NewTimer(wait)
+		select {
+		case <-h.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 	if d.plan.reorder {
 		h.hold(d)
 		return

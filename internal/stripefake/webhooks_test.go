@@ -553,3 +553,17 @@ func TestAdminWebhooksAndDisputes(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, dp.ID)
 }
+
+// WebhookLatency holds every event back that long after its change: the
+// API's answer goes first, as with Stripe.
+func TestWebhookLatency(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t, hookSecret, nil)
+	e := hookEnv(t, rcv.srv.URL, stripefake.Options{WebhookLatency: 300 * time.Millisecond})
+	start := time.Now()
+	paid(t, e, "pm_card_visa")
+	require.Empty(t, rcv.deliveries(), "nothing before the answer")
+	settled(t, e)
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+	require.Len(t, rcv.accepted(), 2)
+}
