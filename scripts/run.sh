@@ -3,7 +3,9 @@
 #  - DATABASE_URL unset: the throwaway local Postgres (scripts/postgres.sh),
 #    left running afterwards (`make clean` or `scripts/postgres.sh stop`).
 #  - STRIPE_SECRET_KEY and STRIPE_API_BASE unset: the Stripe emulator on
-#    PAYMENTSD_STRIPEFAKE_ADDR (127.0.0.1:12111), stopped with the API.
+#    PAYMENTSD_STRIPEFAKE_ADDR (127.0.0.1:12111), stopped with the API, which
+#    sends its webhook events to the API's POST /webhooks/stripe, signed with
+#    STRIPE_WEBHOOK_SECRET (one made for the run, unless set).
 # Then migrate, create a demo user, start the API on PAYMENTSD_ADDR
 # (127.0.0.1:8080), and print "Ready." with a ready-to-paste curl once
 # /readyz answers. Whatever fails to start stops the whole run with a message
@@ -62,11 +64,18 @@ wait_for() {
 if [ -z "${STRIPE_SECRET_KEY:-}" ] && [ -z "${STRIPE_API_BASE:-}" ]; then
   emulator_addr=${PAYMENTSD_STRIPEFAKE_ADDR:-127.0.0.1:12111}
   port_taken "$emulator_addr" && fail "$emulator_addr, the Stripe emulator's address, is taken: another make run, or another program, listens there. Stop it, or set PAYMENTSD_STRIPEFAKE_ADDR to a free address."
-  PAYMENTSD_LOG_LEVEL=warn "$bin" stripefake --addr "$emulator_addr" &
+  # The emulator sends its webhook events to the API, signed with a secret
+  # made for this run (or STRIPE_WEBHOOK_SECRET's, if set).
+  api_host=${addr%:*}
+  case $api_host in '' | 0.0.0.0 | '[::]' | '::') api_host=127.0.0.1 ;; esac
+  export STRIPE_WEBHOOK_SECRET=${STRIPE_WEBHOOK_SECRET:-whsec_$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')}
+  webhook_url="http://$api_host:${addr##*:}/webhooks/stripe"
+  PAYMENTSD_LOG_LEVEL=warn "$bin" stripefake --addr "$emulator_addr" \
+    --webhook-url "$webhook_url" --webhook-secret "$STRIPE_WEBHOOK_SECRET" &
   pids+=($!)
   wait_for "the Stripe emulator" "${pids[-1]}" "http://$emulator_addr/_fake/stats"
   export STRIPE_API_BASE="http://$emulator_addr"
-  echo "run: Stripe emulator at $STRIPE_API_BASE (stopped with the API)" >&2
+  echo "run: Stripe emulator at $STRIPE_API_BASE (stopped with the API), sending its webhook events to $webhook_url" >&2
 fi
 
 "$bin" migrate >&2 || fail "the migrations failed: see above"
