@@ -17,8 +17,11 @@ SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 
 .PHONY: build run test generate check-generated lint lint-openapi fuzz bench bench-go chaos chaos-failover clean
 
+# The commit goes in by -ldflags too: Go's own VCS stamping is off wherever
+# GOFLAGS carries -buildvcs=false, as on some CI machines.
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
 build:
-	$(GO) build -o bin/paymentsd ./cmd/paymentsd
+	$(GO) build -ldflags "-X github.com/paymentsd/paymentsd/internal/cli.commit=$(COMMIT)" -o bin/paymentsd ./cmd/paymentsd
 
 run: build
 	scripts/run.sh
