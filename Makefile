@@ -10,12 +10,13 @@
 #   make generate regenerate sqlc code; make check-generated fails if stale
 #   make clean    stop the throwaway Postgres clusters; remove .tmp/ and bin/
 #   make lint-openapi  lint api/openapi.yaml; type-check a generated client
+#   make walk     run the README's curl walk; rewrite its captures (CHECK=1: check them)
 
 SHELL := bash
 GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 
-.PHONY: build run test generate check-generated lint lint-openapi fuzz bench bench-go chaos chaos-failover clean
+.PHONY: build run test generate check-generated lint lint-openapi walk fuzz bench bench-go chaos chaos-failover clean
 
 # The commit goes in by -ldflags too: Go's own VCS stamping is off wherever
 # GOFLAGS carries -buildvcs=false, as on some CI machines.
@@ -52,6 +53,12 @@ lint:
 # of make lint).
 lint-openapi:
 	scripts/lint-openapi.sh
+
+# The README's curl walk, run in order against make run on a fresh database:
+# rewrites the README's captures; with CHECK=1 it only checks that they
+# still match (ids and times aside), as CI does.
+walk: build
+	scripts/walk.sh $(if $(CHECK),--check)
 
 FUZZTIME ?= 10s
 fuzz:
