@@ -141,7 +141,10 @@ live_holders() {
 locked() {
   mkdir -p "$(dirname "$lockfile")"
   exec 9>"$lockfile"
-  flock 9
+  if ! flock -w 600 9; then
+    echo "postgres.sh: waited 10 minutes for ${lockfile#"$root"/}; a server started by an older postgres.sh may hold it: stop it with pg_ctl -D ${pgdata#"$root"/} stop" >&2
+    exit 1
+  fi
   "$@"
 }
 
