@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -280,6 +281,33 @@ func TestContract(t *testing.T) {
 		parked := c.run(t, post(apiKey, "p-4", visa).want(http.StatusServiceUnavailable))
 		require.Contains(t, string(parked.Body), "needs-attention")
 		require.NotEmpty(t, parked.Header.Get("Retry-After"))
+	})
+
+	t.Run("refunds and lists", func(t *testing.T) {
+		paid := c.run(t, post(apiKey, "to-refund", visa).want(http.StatusCreated))
+		var p struct {
+			ID int64 `json:"id"`
+		}
+		require.NoError(t, json.Unmarshal(paid.Body, &p))
+		refunds := fmt.Sprintf("/payments/%d/refunds", p.ID)
+		refund := func(key, body string) exchange {
+			x := post(apiKey, key, body)
+			x.path = refunds
+			return x
+		}
+		made := c.run(t, refund("rf-1", `{"amount": 500, "reason": "requested_by_customer"}`).want(http.StatusCreated))
+		replay := c.run(t, refund("rf-1", `{"amount": 500, "reason": "requested_by_customer"}`).want(http.StatusCreated))
+		require.Equal(t, made.Body, replay.Body)
+		c.run(t, refund("rf-2", `{"amount": 5000}`).want(http.StatusBadRequest))
+		c.run(t, refund("rf-3", `{"amount": -1}`).want(http.StatusBadRequest).bad())
+		c.run(t, refund("rf-4", `{}`).with("Authorization", "Bearer "+otherKey).want(http.StatusNotFound))
+		c.run(t, get(made.Header.Get("Location"), apiKey).want(http.StatusOK))
+		c.run(t, get("/refunds/999999", apiKey).want(http.StatusNotFound))
+		c.run(t, get(refunds, apiKey).want(http.StatusOK))
+		c.run(t, get(refunds+"?limit=1", apiKey).want(http.StatusOK))
+		c.run(t, get("/payments?limit=2", apiKey).want(http.StatusOK))
+		c.run(t, get(fmt.Sprintf("/payments?starting_after=%d", p.ID), apiKey).want(http.StatusOK))
+		c.run(t, get("/payments?limit=1000", apiKey).want(http.StatusBadRequest).bad())
 	})
 
 	t.Run("key in use", func(t *testing.T) {
