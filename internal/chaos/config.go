@@ -66,6 +66,9 @@ type Config struct {
 	// PromoteAfter is how long the cluster has no primary: from the
 	// primary's stop to the standby's promotion.
 	PromoteAfter time.Duration
+	// Webhooks has the emulator send its webhook events to the serve
+	// processes (webhooks.go).
+	Webhooks bool
 }
 
 // Paymentsd is the path of the paymentsd binary under test.
@@ -123,6 +126,7 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.StandbyPGPort, "standby-pgport", 0, "port of the standby (default -pgport + 1)")
 	fs.DurationVar(&cfg.ReplicationCut, "replication-cut", 2*time.Second, "async failover: how long before the primary stops its standby stops receiving WAL (0: only the natural lag)")
 	fs.DurationVar(&cfg.PromoteAfter, "promote-after", time.Second, "failover: how long the cluster has no primary before the standby is promoted")
+	webhookFlags(fs, cfg)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -97,6 +97,21 @@
 //     running one heartbeats, River has a leader, and its completer and a
 //     receipt job ran on the new primary.
 //
+// # Webhooks
+//
+// With -webhooks (the default; webhooks.go) the emulator sends a signed
+// event for every state change to the serve processes' POST
+// /webhooks/stripe, in turn, with Stripe's delivery faults: late, twice,
+// out of order, a first attempt lost (-p-webhook-*); deliveries that meet a
+// killed process or a restarting Postgres are retried. After the drain the
+// harness waits for the last deliveries, the report counts events
+// delivered, applied, ignored (and why) and duplicated, and one more
+// invariant follows:
+//
+//  9. every event the emulator made was delivered, and every event it
+//     delivered is recorded exactly once in stripe_events (bar, in an
+//     asynchronous failover, those the lost commits took with them).
+//
 // Client choices (users, amounts, cards, give-ups, which process, backoff
 // jitter) and the controller's choices (whom to kill, when) come from -seed.
 // The interleaving with real processes is not reproducible, but a failure

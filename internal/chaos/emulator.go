@@ -20,12 +20,16 @@ import (
 // that outlives that timeout while the charge still happens, and up to 200 ms
 // of latency. Search lags writes by 2 s. Injected idempotency errors stay off
 // (-p-idempotency-error): paymentsd cannot tell one from a real key misuse,
-// so each one leaves a payment needing attention.
+// so each one leaves a payment needing attention. Of the webhook events
+// (webhooks.go), drawn independently: 20% are delivered up to 3 s late, 10%
+// twice, 10% held back until a later one went, and 10% lose their first
+// attempt.
 var DefaultFaults = stripefake.AdminChaos{
 	P500: 0.05, PLostAnswer: 0.05, PHang: 0.02,
 	P500Charged: 0.02, PIdempotencyError: 0, POutliveClient: 0.02,
 	LatencyMS: 0, MaxLatencyMS: 200, HangForMS: 4000,
 	OutliveLatencyMS: 4000, SearchLagMS: 2000,
+	PWebhookDelay: 0.2, WebhookDelayMS: 3000, PWebhookDuplicate: 0.1, PWebhookReorder: 0.1, PWebhookLost: 0.1,
 }
 
 // Emulator talks to the Stripe emulator's admin endpoints.

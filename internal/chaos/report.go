@@ -21,6 +21,10 @@ type Report struct {
 	Drain     Drain
 	Verdict   *Verdict
 	WallClock time.Duration
+	// Webhooks is what became of the webhook events (webhooks.go), and
+	// WebhooksLostByFailover how many an asynchronous failover lost.
+	Webhooks               *Webhooks
+	WebhooksLostByFailover int
 }
 
 // emulatorOrder lists the emulator's counters in the order shown; any
@@ -113,6 +117,9 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 
+	if r.Webhooks != nil {
+		r.Webhooks.print(w, row, c.Faults, r.Emulator, r.WebhooksLostByFailover)
+	}
 	if rec := v.Recovery; rec != nil {
 		printFailover(w, row, rec, v)
 	}

@@ -148,6 +148,12 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 		}
 		rec.FirstCreated, _ = ledger.FirstCreatedAfter(failover.PromotedAt)
 	}
+	var hooks *Webhooks
+	if cfg.Webhooks {
+		if hooks, err = SettleWebhooks(ctx, rig.Emulator, pool, ev); err != nil {
+			return false, err
+		}
+	}
 	stopSuper()
 	ev.Logf(EventPhase, "drained; checking the invariants")
 
@@ -163,6 +169,11 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 		Cfg: cfg, Intents: ledger.Intents(), Answers: ledger.Answers(), Emulator: stats, Events: ev,
 		Load: load, Drain: drain, Verdict: Verify(ledger.Intents(), snap, drain, cfg.Drain, rec),
 		WallClock: time.Since(wall),
+	}
+	if hooks != nil {
+		check, lost := checkWebhooks(hooks, rec)
+		report.Verdict.Checks = append(report.Verdict.Checks, check)
+		report.Webhooks, report.WebhooksLostByFailover = hooks, lost
 	}
 	out, err := os.Create(filepath.Join(cfg.LogDir, "report.txt"))
 	if err != nil {

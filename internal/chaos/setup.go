@@ -81,9 +81,16 @@ func Setup(ctx context.Context, cfg *Config, ev *Events) (*Rig, error) {
 		return r, err
 	}
 	emuAddr := "127.0.0.1:" + strconv.Itoa(emuPort)
+	// The serve processes' addresses come first: the emulator sends its
+	// webhook events there.
+	serveAddrs, err := freeAddrs(cfg.Serve, emuAddr)
+	if err != nil {
+		return r, err
+	}
 	r.EmuProc = &Proc{
-		Name: "stripefake", Path: cfg.Paymentsd(), Args: []string{"stripefake", "--addr", emuAddr},
-		Env: r.env(nil), LogPath: filepath.Join(cfg.LogDir, "stripefake.log"),
+		Name: "stripefake", Path: cfg.Paymentsd(),
+		Args: append([]string{"stripefake", "--addr", emuAddr}, cfg.webhookArgs(serveAddrs)...),
+		Env:  r.env(nil), LogPath: filepath.Join(cfg.LogDir, "stripefake.log"),
 	}
 	if err := r.EmuProc.Start(); err != nil {
 		return r, err
@@ -94,16 +101,11 @@ func Setup(ctx context.Context, cfg *Config, ev *Events) (*Rig, error) {
 	}
 
 	r.Fleet = &Fleet{Events: ev}
-	for i := range cfg.Serve {
-		port, err := freePort()
-		if err != nil {
-			return r, err
-		}
-		addr := "127.0.0.1:" + strconv.Itoa(port)
+	for i, addr := range serveAddrs {
 		name := fmt.Sprintf("serve-%d", i+1)
 		r.Fleet.Slots = append(r.Fleet.Slots, &Slot{Addr: addr, Proc: &Proc{
 			Name: name, Path: cfg.Paymentsd(), Args: []string{"serve"},
-			Env:     r.env(map[string]string{"PAYMENTSD_ADDR": addr, "STRIPE_API_BASE": r.Emulator.Base}),
+			Env:     r.env(cfg.withWebhookSecret(map[string]string{"PAYMENTSD_ADDR": addr, "STRIPE_API_BASE": r.Emulator.Base})),
 			LogPath: filepath.Join(cfg.LogDir, name+".log"),
 		}})
 	}
