@@ -64,7 +64,17 @@ func (f *flow) decide(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.T
 		// payments are never deleted.
 		return phases.Transition{}, fmt.Errorf("error locking payment %d: %w", p.PaymentID, err)
 	}
-	if payment.Status != payments.StatusSucceeded {
+	switch payment.Status {
+	case payments.StatusSucceeded:
+	case payments.StatusPending:
+		// Its charge is still being decided, or is decided again because
+		// a failover lost the commits that recorded it, perhaps after
+		// this very key had refunded it at Stripe: a refusal stored now
+		// could contradict Stripe for good. Nothing is stored (a fresh
+		// key's reservation rolls back with this step); the client
+		// retries once the payment is settled.
+		return phases.Transition{}, &phases.InProgressError{RetryAfter: time.Second}
+	default:
 		return phases.FinishWith(notRefundable(payment.ID, payment.Status)), nil
 	}
 	remaining := payment.Amount - payment.AmountReserved
