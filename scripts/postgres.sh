@@ -44,7 +44,9 @@ choose_port() {
     running=$(sed -n 4p "$pgdata/postmaster.pid" 2>/dev/null || true)
     if [ -n "$running" ] && port_busy "$running"; then echo "$running"; return; fi
   fi
-  if [ -s "$portfile" ]; then cat "$portfile"; return; fi
+  # The remembered port, unless another program (another checkout's
+  # cluster, say) took it while this one was stopped.
+  if [ -s "$portfile" ] && ! port_busy "$(cat "$portfile")"; then cat "$portfile"; return; fi
   local p
   for p in $(seq 55432 55531); do
     port_busy "$p" || { mkdir -p "$(dirname "$portfile")"; echo "$p" >"$portfile"; echo "$p"; return; }

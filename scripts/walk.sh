@@ -51,7 +51,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 admin_url=$(scripts/postgres.sh acquire $$)
-psql -q -v ON_ERROR_STOP=1 "$admin_url" -c 'DROP DATABASE IF EXISTS paymentsd_walk WITH (FORCE)' -c 'CREATE DATABASE paymentsd_walk' >&2
+psql -q -v ON_ERROR_STOP=1 "$admin_url" -c 'SET client_min_messages = warning' \
+  -c 'DROP DATABASE IF EXISTS paymentsd_walk WITH (FORCE)' -c 'CREATE DATABASE paymentsd_walk' >&2
 db_url=${admin_url/\/postgres\?//paymentsd_walk?}
 
 say "starting make run on $api (emulator on $emulator), log in .tmp/walk/run.log"
