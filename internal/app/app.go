@@ -75,6 +75,7 @@ type App struct {
 	Resolver       *payments.Resolver
 	RefundResolver *refunds.Resolver
 	opts           Options
+	serving        chan struct{}
 }
 
 // New wires the service over pool.
@@ -156,6 +157,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 		return nil, err
 	}
 	return &App{
+		serving:        make(chan struct{}),
 		Pool:           pool,
 		Engine:         engine,
 		River:          riverClient,

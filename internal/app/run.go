@@ -39,6 +39,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	close(a.serving)
 
 	var serveErr error
 	select {
@@ -102,3 +103,7 @@ func (a *App) heartbeat(ctx context.Context) {
 		}
 	}
 }
+
+// Serving is closed once Run has registered the instance, started the
+// workers and begun to serve.
+func (a *App) Serving() <-chan struct{} { return a.serving }

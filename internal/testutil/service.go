@@ -169,6 +169,17 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 			t.Errorf("error serving: %v", err)
 		}
 	})
+	// Run registers the instance and starts the workers before it serves:
+	// wait until it serves, so a test that ends at once does not cancel
+	// the start half way.
+	select {
+	case <-a.Serving():
+	case err := <-svc.done:
+		svc.done <- err // for Stop, in the cleanup
+		t.Fatalf("error starting the service: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the service did not start serving within 10s")
+	}
 	return svc
 }
 
