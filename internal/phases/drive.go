@@ -21,6 +21,20 @@ import (
 // reservation commits together with the local steps that follow it.
 func (e *Engine) drive(ctx context.Context, flow *Flow, open opener, fresh bool) (*Result, error) {
 	run := &Run{Fresh: fresh, engine: e, token: uuid.New()}
+	res, err := e.driveRun(ctx, flow, run, open)
+	if errors.Is(err, ErrLeaseLost) && run.Key != nil {
+		// This run wrote nothing after losing its lease; if the key
+		// finished meanwhile (another run, or the remote party's own word
+		// through a webhook), its stored answer is the answer.
+		if key, rerr := e.queries.IdempotencyKeyGetByID(ctx, e.pool, run.Key.ID); rerr == nil && RecoveryPoint(key.RecoveryPoint) == Finished {
+			return replay(key)
+		}
+	}
+	return res, err
+}
+
+// driveRun is drive for one run.
+func (e *Engine) driveRun(ctx context.Context, flow *Flow, run *Run, open opener) (*Result, error) {
 	resp, err := e.commitPhase(ctx, flow, run, open, nil)
 	for {
 		if err != nil {
