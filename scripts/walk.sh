@@ -98,6 +98,8 @@ pay_visa='curl -i http://127.0.0.1:8080/payments \
 say "create, replay, the same key in other forms"
 run_step create "$pay_visa"
 grep -q '^HTTP/1.1 201' "$out/last" || fail "create: expected 201"
+paid_id=$(sed -n 's/^{"id":\([0-9]*\),.*/\1/p' "$out/last")
+[ -n "$paid_id" ] || fail "create: no payment id"
 run_step replay "$pay_visa"
 run_step bare-key 'curl -i http://127.0.0.1:8080/payments \
     -H "Authorization: Bearer $API_KEY" -H '\''Idempotency-Key: order-1001'\'' \
@@ -151,6 +153,23 @@ run_step validation 'curl -i http://127.0.0.1:8080/payments \
     -H '\''Content-Type: application/json'\'' \
     -d '\''{"amount": 0, "currency": "USD", "payment_method": "pm_card_visa", "tip": 100}'\'''
 
+say "refund it: a part, its replay, then more than remains"
+refund_part="curl -i http://127.0.0.1:8080/payments/$paid_id/refunds \\
+    -H \"Authorization: Bearer \$API_KEY\" \\
+    -H 'Idempotency-Key: \"refund-1001-a\"' \\
+    -H 'Content-Type: application/json' \\
+    -d '{\"amount\": 500, \"reason\": \"requested_by_customer\"}'"
+run_step refund "$refund_part"
+grep -q '^HTTP/1.1 201' "$out/last" || fail "refund: expected 201"
+run_step refund-replay "$refund_part"
+run_step over-refund "curl -i http://127.0.0.1:8080/payments/$paid_id/refunds \\
+    -H \"Authorization: Bearer \$API_KEY\" \\
+    -H 'Idempotency-Key: \"refund-1001-b\"' \\
+    -H 'Content-Type: application/json' \\
+    -d '{\"amount\": 1600}'"
+grep -q '^HTTP/1.1 400' "$out/last" || fail "over-refund: expected 400"
+run_step refunded "curl -s http://127.0.0.1:8080/payments/$paid_id -H \"Authorization: Bearer \$API_KEY\""
+
 # splice README: the fenced block after each <!-- walk:STEP --> marker gets
 # the captured block of STEP.
 splice() {
@@ -170,10 +189,11 @@ splice() {
 # mask hides what differs from run to run.
 mask() {
   sed -E -e 's/req_[0-9a-f]{24}/req_…/g' -e 's/^Date: .*/Date: …/' -e 's/^Content-Length: [0-9]+/Content-Length: …/' \
-    -e 's/"created_at":"[^"]*"/"created_at":"…"/g' -e 's/pi_[A-Za-z0-9]+/pi_…/g' "$1"
+    -e 's/"created_at":"[^"]*"/"created_at":"…"/g' -e 's/pi_[A-Za-z0-9]+/pi_…/g' -e 's/re_[A-Za-z0-9]+/re_…/g' "$1"
 }
 
-for step in create replay bare-key reused declined in-flight in-flight-second in-flight-first unknown read validation; do
+for step in create replay bare-key reused declined in-flight in-flight-second in-flight-first unknown read validation \
+  refund refund-replay over-refund refunded; do
   [ -s "$out/blocks/$step" ] || fail "step $step printed nothing"
   grep -q "^<!-- walk:$step -->\$" README.md || fail "README.md has no <!-- walk:$step --> marker"
 done
