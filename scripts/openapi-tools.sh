@@ -21,6 +21,14 @@ if ! command -v npm >/dev/null 2>&1; then
   apt-get install -y -qq nodejs npm >&2
 fi
 
+# Redocly 2 wants Node 20.19+ (or 22.12+); Debian's own nodejs may be older.
+major_minor=$(node -p 'process.versions.node.split(".").slice(0, 2).join(" ")')
+read -r major minor <<<"$major_minor"
+if [ "$major" -lt 20 ] || { [ "$major" = 20 ] && [ "$minor" -lt 19 ]; } || { [ "$major" = 21 ] || { [ "$major" = 22 ] && [ "$minor" -lt 12 ]; }; }; then
+  echo "openapi-tools: Node $(node --version) is too old for the pinned Redocly CLI: it needs 20.19+ or 22.12+" >&2
+  exit 1
+fi
+
 want=$(sha256sum "$src/package-lock.json" | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "openapi-tools: installing the pinned tools of tools/openapi into .tmp/tools/openapi (npm ci)" >&2
