@@ -26,6 +26,8 @@ type Clients struct {
 	Targets []string // base URLs of the serve processes
 	Ledger  *Ledger
 	HTTP    *http.Client
+	// Events, when set, is told what Reconcile sends again.
+	Events *Events
 }
 
 // NewHTTPClient is the clients' shared HTTP client. Its timeout exceeds the

@@ -38,7 +38,7 @@ func WaitDrain(ctx context.Context, pool *pgxpool.Pool, ev *Events, since time.T
 	defer cancel()
 	var d Drain
 	done := false
-	d.KeysDone = poll(ctx, ev, "unfinished keys", &d.Unfinished, func() bool {
+	d.KeysDone = poll(ctx, ev, "unfinished keys", &d.Unfinished, func(log bool) bool {
 		select {
 		case <-clientsDone:
 			done = true
@@ -48,12 +48,15 @@ func WaitDrain(ctx context.Context, pool *pgxpool.Pool, ev *Events, since time.T
 			ev.Logf(EventHarnessErr, "counting unfinished keys: %v", err)
 			return false
 		}
+		if log && d.Unfinished > 0 {
+			logUnfinished(ctx, pool, ev)
+		}
 		return done && d.Unfinished == 0
 	})
 	if d.KeysDone {
 		d.KeysAfter = time.Since(since)
 	}
-	d.ReceiptsDone = poll(ctx, ev, "pending receipt jobs", &d.PendingJobs, func() bool {
+	d.ReceiptsDone = poll(ctx, ev, "pending receipt jobs", &d.PendingJobs, func(bool) bool {
 		if err := pool.QueryRow(ctx, countPendingJobs).Scan(&d.PendingJobs); err != nil {
 			ev.Logf(EventHarnessErr, "counting receipt jobs: %v", err)
 			return false
@@ -68,11 +71,15 @@ func WaitDrain(ctx context.Context, pool *pgxpool.Pool, ev *Events, since time.T
 
 // poll calls check every 250 ms until it returns true (then poll does) or
 // ctx ends (then poll returns false). Every 5 s it logs the count of what it
-// waits for.
-func poll(ctx context.Context, ev *Events, what string, count *int64, check func() bool) bool {
+// waits for, after a check told to log what it sees.
+func poll(ctx context.Context, ev *Events, what string, count *int64, check func(log bool) bool) bool {
 	last := time.Now()
-	for !check() {
-		if time.Since(last) >= 5*time.Second {
+	for {
+		log := time.Since(last) >= 5*time.Second
+		if check(log) {
+			return true
+		}
+		if log {
 			last = time.Now()
 			ev.Logf(EventProgress, "draining: %d %s", *count, what)
 		}
@@ -82,5 +89,27 @@ func poll(ctx context.Context, ev *Events, what string, count *int64, check func
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	return true
+}
+
+// logUnfinished logs the three unfinished keys that waited longest, and why:
+// what a drain that takes long is waiting for.
+func logUnfinished(ctx context.Context, pool *pgxpool.Pool, ev *Events) {
+	rows, err := pool.Query(ctx, `SELECT idempotency_key, recovery_point, runs, locked_by IS NOT NULL,
+			extract(epoch FROM now() - last_run_at)::int, coalesce(left(last_error, 160), '')
+		FROM idempotency_keys WHERE recovery_point <> 'finished' AND needs_attention_at IS NULL
+		ORDER BY last_run_at LIMIT 3`)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			key, point, lastErr string
+			runs, idle          int
+			locked              bool
+		)
+		if rows.Scan(&key, &point, &runs, &locked, &idle, &lastErr) == nil {
+			ev.Logf(EventProgress, "  unfinished: %s at %s, %d runs, leased %v, last run %ds ago: %s", key, point, runs, locked, idle, lastErr)
+		}
+	}
 }

@@ -3,6 +3,8 @@ package chaos
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +25,19 @@ func (c *Clients) Reconcile(ctx context.Context, pool *pgxpool.Pool, emu *Emulat
 	}
 	MarkLost(intents, snap)
 	payments, refunds := ToResend(intents, snap)
+	for i, in := range append(slices.Clone(payments), refunds...) {
+		if i == maxDetails || c.Events == nil {
+			break
+		}
+		why := in.Lost
+		if why == "" {
+			why = "no key row; answered " + strings.Join(in.Labels, ", ")
+		}
+		c.Events.Logf(EventProgress, "  sending %s again: %s", in.Key, why)
+	}
+	// A key that cannot be answered must not hold the run up for ever.
+	ctx, cancel := context.WithTimeout(ctx, c.Cfg.Drain)
+	defer cancel()
 	groups := make([][]*Intent, len(payments))
 	for i, in := range payments {
 		groups[i] = []*Intent{in}

@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 	<-clientsDone
 	var rec *Recovery
 	if rig.Pair != nil {
-		resender := &Clients{Cfg: cfg, Users: rig.Users, Targets: targets, Ledger: NewLedger(), HTTP: clients.HTTP}
+		resender := &Clients{Cfg: cfg, Users: rig.Users, Targets: targets, Ledger: NewLedger(), HTTP: clients.HTTP, Events: ev}
 		if rec, err = afterFailover(ctx, rig, resender, pool, failover, &drain, ledger.Intents()); err != nil {
 			return false, err
 		}
