@@ -28,13 +28,10 @@ run: build
 	scripts/run.sh
 
 # A cold run compiles everything with the race detector first (minutes on
-# two cores), so it says what it is doing before each stage: compiling (the
-# test binaries are linked and cached, not run), Postgres, the tests.
+# two cores), so it says what it is doing at each stage: compiling, Postgres,
+# the tests.
 test:
-	@echo "make test: compiling the packages and their tests with the race detector (a cold build takes a few minutes)" >&2
-	@start=$$(date +%s); out=$$($(GO) test -race -count=1 -exec true ./... 2>&1) || { echo "$$out"; exit 1; }; \
-	  echo "make test: compiled in $$(( $$(date +%s) - start ))s; testing against Postgres (a line per package as it finishes)" >&2
-	scripts/with-postgres.sh $(GO) test -race -count=1 ./...
+	GO=$(GO) scripts/test.sh
 
 generate:
 	$(SQLC) generate
