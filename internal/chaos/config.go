@@ -102,7 +102,11 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of every random choice the harness makes")
 	fs.DurationVar(&cfg.KillEvery, "kill-every", 10*time.Second, "mean pause between SIGKILLs of a serve process (±20%; 0 disables)")
 	fs.BoolVar(&cfg.PGRestart, "pg-restart", true, "restart Postgres once in the middle of the run")
-	fs.DurationVar(&cfg.Drain, "drain", 60*time.Second, "bound on finishing every key after the faults stop")
+	// A process killed while it runs the completer holds the next run back
+	// until River rescues its job: the job's timeout (the completer's run
+	// bound, 18s at the run's 10s lease, plus a 30s grace) and up to River's
+	// 30s rescuer interval, about 80s. The bound leaves room for that.
+	fs.DurationVar(&cfg.Drain, "drain", 2*time.Minute, "bound on finishing every key after the faults stop")
 	fs.DurationVar(&cfg.Think, "think", 200*time.Millisecond, "upper bound of a client's random pause between intents")
 	fs.Float64Var(&cfg.GiveUp, "give-up", 0.15, "share of intents whose client gives up after 1-2 attempts")
 	fs.Float64Var(&cfg.Decline, "decline", 0.10, "share of intents paid with pm_card_chargeDeclined")

@@ -158,7 +158,13 @@ func (c *Controller) restartPostgres(ctx context.Context) {
 		c.Events.Logf(EventHarnessErr, "%v", err)
 	}
 	c.Events.Logf(EventPGStop, "postgres stopped after %s", time.Since(start).Round(time.Millisecond))
+	release, err := c.Cluster.HoldPort()
+	if err != nil {
+		c.Events.Logf(EventHarnessErr, "%v", err)
+		release = func() {}
+	}
 	time.Sleep(time.Second)
+	release()
 	start = time.Now()
 	for {
 		err := c.Cluster.Start(bg)

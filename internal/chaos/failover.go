@@ -37,6 +37,9 @@ type Pair struct {
 	Mode    FailoverMode
 	Primary *Cluster
 	Standby *Cluster
+
+	// release frees the stopped primary's port (Cluster.HoldPort).
+	release func()
 }
 
 // Start starts the primary afresh, makes the standby from it and starts it,
@@ -140,10 +143,18 @@ func (p *Pair) Lag(ctx context.Context) (int64, error) {
 }
 
 // StopPrimary stops the primary the hard way (pg_ctl stop -m immediate):
-// no shutdown checkpoint, no goodbye to the clients or the standby.
+// no shutdown checkpoint, no goodbye to the clients or the standby. Its
+// address then refuses connections until Stop, as a dead host's would.
 func (p *Pair) StopPrimary(ctx context.Context) error {
-	_, err := pgTool(ctx, "pg_ctl", "-D", p.Primary.PGData, "-m", "immediate", "-w", "stop")
-	return err
+	if _, err := pgTool(ctx, "pg_ctl", "-D", p.Primary.PGData, "-m", "immediate", "-w", "stop"); err != nil {
+		return err
+	}
+	release, err := p.Primary.HoldPort()
+	if err != nil {
+		return err
+	}
+	p.release = release
+	return nil
 }
 
 // Promote promotes the standby and waits until it accepts writes.
@@ -154,6 +165,9 @@ func (p *Pair) Promote(ctx context.Context) error {
 
 // Stop stops both clusters (either may be down already).
 func (p *Pair) Stop(ctx context.Context) error {
+	if p.release != nil {
+		p.release()
+	}
 	return errors.Join(p.Primary.Stop(ctx), p.Standby.Stop(ctx))
 }
 

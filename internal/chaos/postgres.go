@@ -88,6 +88,28 @@ func (c *Cluster) verifyOwn(ctx context.Context) error {
 	return nil
 }
 
+// HoldPort keeps the cluster's port, while the cluster is down, from any
+// other server: another run's cluster would otherwise take it and answer
+// the serve processes, which trust the address. Until release is called it
+// accepts each connection and closes it at once, as a host without a
+// server refuses one.
+func (c *Cluster) HoldPort() (release func(), err error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("error holding port %d of the stopped cluster: %w", c.Port, err)
+	}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	return func() { ln.Close() }, nil
+}
+
 // Stop stops the cluster with pg_ctl -m fast.
 func (c *Cluster) Stop(ctx context.Context) error {
 	_, err := c.script(ctx, "stop")

@@ -213,9 +213,10 @@ func (r *Rig) Teardown() error {
 	if r.Cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		errs = append(errs, r.Cluster.Stop(ctx))
 		if r.Pair != nil {
-			errs = append(errs, r.Pair.Standby.Stop(ctx))
+			errs = append(errs, r.Pair.Stop(ctx))
+		} else {
+			errs = append(errs, r.Cluster.Stop(ctx))
 		}
 	}
 	return errors.Join(errs...)
