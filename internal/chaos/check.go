@@ -53,8 +53,9 @@ type Verdict struct {
 	// Recovery is what the service went through in a failover run.
 	Recovery *Recovery
 	// LostAnswers counts the definite answers a failover lost, LostPayments
-	// the 201s among them, Readopted those re-adopted from Stripe.
-	LostAnswers, LostPayments, Readopted int
+	// the 201s among them, Readopted those re-adopted from Stripe, and
+	// LostRefusals the refund refusals, not sent again, nothing refunded.
+	LostAnswers, LostPayments, Readopted, LostRefusals int
 	// Resent counts the keys sent again after a failover;
 	// RefundsOfLostPayments the refunds answered 404 because their payment
 	// was lost.

@@ -83,13 +83,15 @@
 // clients already hold among them, are lost.
 //
 // After the drain a reconciling client sends again every key whose answer
-// the database lost, every key it had acknowledged storing and lost, and
-// every key Stripe holds an object for but the database does not; a refund
-// goes to the payment its payment key names now. Two more invariants follow:
+// the database lost (but a refund's refusal, final for its client), every
+// key it had acknowledged storing and lost, and every key Stripe holds an
+// object for but the database does not; a refund goes to the payment its
+// payment key names now. Two more invariants follow:
 //
 //  7. no definite answer lost (sync); each lost one (async) answered the
 //     same again, with the same PaymentIntent or Refund, and still only one
-//     at Stripe: re-adopted, not charged or refunded again;
+//     at Stripe: re-adopted, not charged or refunded again; a lost refusal,
+//     nothing refunded;
 //
 //  8. the service recovered by itself: a payment was answered 201 after the
 //     promotion (the time from the primary's stop to it is the time to

@@ -47,11 +47,11 @@ func MarkLost(intents []*Intent, snap *Snapshot) []*Intent {
 
 // ToResend lists the intents a reconciling client sends again after a
 // failover, payments first, then refunds: every intent whose answer was
-// lost (MarkLost first); every one without a key row that the service had
-// acknowledged storing (a 409, a 503 from the processor) or that Stripe
-// holds an object for (its client gave up; the charge must not stay
-// orphaned); and every refund whose payment was lost and which was
-// answered that no such payment exists.
+// lost (MarkLost first), but a refund's refusal; every one without a key
+// row that the service had acknowledged storing (a 409, a 503 from the
+// processor) or that Stripe holds an object for (its client gave up; the
+// charge must not stay orphaned); and every refund whose payment was lost
+// and which was answered that no such payment exists.
 func ToResend(intents []*Intent, snap *Snapshot) (payments, refunds []*Intent) {
 	atStripe := map[string]bool{}
 	for _, pi := range snap.Intents {
@@ -66,7 +66,7 @@ func ToResend(intents []*Intent, snap *Snapshot) (payments, refunds []*Intent) {
 			len(rows) == 0 && (in.MustExist || atStripe[snap.intentID(in)]) ||
 			len(rows) == 0 && in.Refund && in.Parent != nil && in.Parent.Lost != "" && notFound(in.Unexpected)
 		switch {
-		case !resend:
+		case !resend, in.Lost != "" && refusedOnce(in):
 		case in.Refund:
 			refunds = append(refunds, in)
 		default:
@@ -75,6 +75,12 @@ func ToResend(intents []*Intent, snap *Snapshot) (payments, refunds []*Intent) {
 	}
 	return payments, refunds
 }
+
+// refusedOnce reports whether in is a refund its client was refused (400):
+// a final answer, so a reconciling client does not send it again even when
+// the database lost it; sent again, it could be decided otherwise against
+// what the database holds now. Check 7 proves nothing was refunded for it.
+func refusedOnce(in *Intent) bool { return in.Refund && in.Status == http.StatusBadRequest }
 
 // notFound reports whether an unexpected answer was a 404: a refund sent
 // to a payment the database no longer has.
@@ -125,7 +131,7 @@ func (r *Recovery) Downtime() time.Duration {
 // checkLostAnswers is check 7: no definite answer lost with a synchronous
 // standby; with an asynchronous one, each lost answer re-adopted from
 // Stripe: the same outcome, the same PaymentIntent or Refund, and still only
-// one.
+// one; or, for a refund refused and not sent again, nothing refunded.
 func checkLostAnswers(c *Check, mode FailoverMode, intents []*Intent, snap *Snapshot, v *Verdict) {
 	succeeded := map[string][]string{} // succeeded PaymentIntents per intent
 	for _, pi := range snap.Intents {
@@ -161,12 +167,20 @@ func checkLostAnswers(c *Check, mode FailoverMode, intents []*Intent, snap *Snap
 			c.Failf("key %s: answered %d, then lost by the failover (%s)", in.Key, in.Status, in.Lost)
 			continue
 		}
+		id := snap.intentID(in)
+		if refusedOnce(in) && in.Resend == nil {
+			if len(refunds[id]) != 0 {
+				c.Failf("refund key %s: refused, lost (%s), yet refunded by %v", in.Key, in.Lost, refunds[id])
+				continue
+			}
+			v.LostRefusals++
+			continue
+		}
 		rows := snap.Keys[UserKey{in.User.UserID, in.Key}]
 		if len(rows) != 1 || rows[0].ResponseCode == nil || int(*rows[0].ResponseCode) != in.Status {
 			c.Failf("key %s: answered %d, lost (%s), and not answered %d again", in.Key, in.Status, in.Lost, in.Status)
 			continue
 		}
-		id := snap.intentID(in)
 		switch {
 		case !in.Refund && in.Status == http.StatusCreated:
 			was, now := answeredObject(in.Response, "stripe_payment_intent_id"), answeredObject(rows[0].ResponseBody, "stripe_payment_intent_id")

@@ -96,7 +96,9 @@ func TestToResendChoosesWhatAReconcilingClientSendsAgain(t *testing.T) {
 	charged := &Intent{User: user, Key: "charged", GaveUp: true}
 	snap.Intents = append(snap.Intents, stripefake.PaymentIntent{ID: "pi_c", Status: stripefake.StatusSucceeded, Metadata: metadataOf("charged")})
 	told404 := &Intent{User: user, Key: "a-refund-2", Refund: true, Parent: intents[0], Unexpected: "404 not-found"}
-	intents = append(intents, acked, never, charged, told404)
+	refused := &Intent{User: user, Key: "a-refund-3", Refund: true, Parent: intents[0], Status: http.StatusBadRequest,
+		Response: []byte(`{"type":"https://paymentsd.dev/problems/refund-exceeds-payment"}`), MustExist: true}
+	intents = append(intents, acked, never, charged, told404, refused)
 	MarkLost(intents, snap)
 
 	payments, refunds := ToResend(intents, snap)
@@ -106,6 +108,27 @@ func TestToResendChoosesWhatAReconcilingClientSendsAgain(t *testing.T) {
 	if keys := keysOf(refunds); len(keys) != 2 || keys[0] != "a-refund-1" || keys[1] != "a-refund-2" {
 		t.Errorf("refunds sent again: %v", keys)
 	}
+}
+
+// A refund refused before the failover, its refusal lost: final for its
+// client, never sent again, and nothing was refunded for it.
+func TestVerifyAcceptsALostRefusalNothingRefunded(t *testing.T) {
+	t.Parallel()
+	intents, snap := readopted()
+	refused := &Intent{User: intents[0].User, Key: "a-refund-3", Refund: true, Parent: intents[0], Status: http.StatusBadRequest,
+		Response: []byte(`{"type":"https://paymentsd.dev/problems/refund-exceeds-payment"}`), MustExist: true}
+	intents = append(intents, refused)
+	MarkLost(intents, snap)
+	resent(intents[0], snap)
+	v := Verify(intents, snap, drained, time.Minute, recovered(FailoverAsync, snap))
+	requireChecks(t, v)
+	if refused.Lost != "no key row" || v.LostRefusals != 1 || v.LostAnswers != 2 {
+		t.Errorf("refusal lost %q; lost refusals %d, lost answers %d", refused.Lost, v.LostRefusals, v.LostAnswers)
+	}
+
+	snap.StripeRefunds = append(snap.StripeRefunds, stripefake.Refund{ID: "re_z", PaymentIntent: "pi_a", Amount: 100,
+		Status: stripefake.RefundSucceeded, Metadata: metadataOf("a-refund-3")})
+	requireChecks(t, Verify(intents, snap, drained, time.Minute, recovered(FailoverAsync, snap)), 6, 7)
 }
 
 func keysOf(ins []*Intent) []string {

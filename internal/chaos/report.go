@@ -202,6 +202,7 @@ func printFailover(w io.Writer, row func(name, format string, args ...any), rec 
 	}
 	row("answers lost by the failover", "%d (201s for payments: %d)", v.LostAnswers, v.LostPayments)
 	row("lost answers re-adopted", "%d (same PaymentIntent or Refund, none charged again)", v.Readopted)
+	row("lost refund refusals", "%d (final for their clients, not sent again; nothing refunded)", v.LostRefusals)
 	row("keys sent again after the drain", "%d (as a reconciling client would)", v.Resent)
 	row("refunds of payments it lost", "%d (answered 404, sent again to the re-adopted payment)", v.RefundsOfLostPayments)
 	row("serve processes up at the stop", "%d (exited on their own during the run: %d)", len(fo.UpAtStop), len(rec.ExitedOnTheirOwn))
