@@ -212,7 +212,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, writeProblem fun
 	log.Msg("stripe event received")
 	w.Header().Set("Content-Type", "application/json")
 	body, _ := json.Marshal(map[string]any{"received": true, "duplicate": res.Duplicate, "ignored": nonEmpty(res.Ignored)})
-	_, _ = w.Write(body)
+	_, _ = w.Write(append(body, '\n'))
 }
 
 func nonEmpty(s string) *string {

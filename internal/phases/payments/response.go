@@ -46,6 +46,7 @@ func Location(id int64) string { return "/payments/" + strconv.FormatInt(id, 10)
 
 func createdResponse(p *dbsqlc.Payment) *phases.Response {
 	body, _ := json.Marshal(ViewOf(p)) // strings, numbers and a time: cannot fail
+	body = append(body, '\n')          // like every JSON answer
 	return &phases.Response{
 		Status:  http.StatusCreated,
 		Headers: map[string]string{"Content-Type": "application/json", "Location": Location(p.ID)},
@@ -69,6 +70,6 @@ func problemResponse(p *problem.Problem) *phases.Response {
 	return &phases.Response{
 		Status:  p.Status,
 		Headers: map[string]string{"Content-Type": problem.ContentType},
-		Body:    p.JSON(),
+		Body:    append(p.JSON(), '\n'),
 	}
 }

@@ -37,6 +37,7 @@ func Location(id int64) string { return "/refunds/" + strconv.FormatInt(id, 10) 
 
 func createdResponse(r *dbsqlc.Refund) *phases.Response {
 	body, _ := json.Marshal(ViewOf(r)) // strings, numbers and a time: cannot fail
+	body = append(body, '\n')          // like every JSON answer
 	return &phases.Response{
 		Status:  http.StatusCreated,
 		Headers: map[string]string{"Content-Type": "application/json", "Location": Location(r.ID)},
@@ -71,6 +72,6 @@ func problemResponse(p *problem.Problem) *phases.Response {
 	return &phases.Response{
 		Status:  p.Status,
 		Headers: map[string]string{"Content-Type": problem.ContentType},
-		Body:    p.JSON(),
+		Body:    append(p.JSON(), '\n'),
 	}
 }
