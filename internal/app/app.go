@@ -76,6 +76,8 @@ type App struct {
 	RefundResolver *refunds.Resolver
 	opts           Options
 	serving        chan struct{}
+	engineCfg      phases.Config
+	flows          []phases.Flow
 }
 
 // New wires the service over pool.
@@ -95,7 +97,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 	// Keys unfinished for longer than Stripe's idempotency window can only
 	// be settled by lookup: they await reconciliation.
 	m := metrics.New(pool, payments.StripeIdempotencyWindow)
-	engine := phases.New(pool, phases.Config{
+	engineCfg := phases.Config{
 		LeaseTimeout:  opts.LeaseTimeout,
 		InstanceID:    instanceID,
 		DeadAfter:     3 * opts.HeartbeatInterval,
@@ -104,7 +106,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 		Admit:         ratelimit.New(opts.RateLimit).Admit,
 		MaxUnfinished: opts.MaxUnfinished,
 		StaleAt:       opts.StaleAt,
-	})
+	}
+	engine := phases.New(pool, engineCfg)
 	opts.Workers.ObserveResume = func(outcome string) { m.CompleterResumes.WithLabelValues(outcome).Inc() }
 	opts.Workers.ObserveReaped = func(n int64) { m.ReapedKeys.Add(float64(n)) }
 	opts.Stripe.ObserveLookup = func(result string) { m.Reconciliations.WithLabelValues(result).Inc() }
@@ -158,6 +161,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 	}
 	return &App{
 		serving:        make(chan struct{}),
+		engineCfg:      engineCfg,
+		flows:          flowsOf(endpoints),
 		Pool:           pool,
 		Engine:         engine,
 		River:          riverClient,
@@ -199,4 +204,27 @@ func (a *App) Resolve(ctx context.Context, keyID int64, stripeID string) (*phase
 		return r.NotCharged(ctx, keyID)
 	}
 	return r.Charged(ctx, keyID, stripeID)
+}
+
+// EngineAt is a second engine over the app's database and flows that judges
+// leases stale at staleAt: what a process sees once time has passed, for a
+// test that would otherwise sleep a lease out.
+func (a *App) EngineAt(staleAt func() time.Time) *phases.Engine {
+	cfg := a.engineCfg
+	cfg.StaleAt = staleAt
+	e := phases.New(a.Pool, cfg)
+	for _, f := range a.flows {
+		if err := e.Register(f); err != nil {
+			panic(err) // registered once already: cannot fail
+		}
+	}
+	return e
+}
+
+func flowsOf(endpoints []api.Endpoint) []phases.Flow {
+	flows := make([]phases.Flow, len(endpoints))
+	for i, ep := range endpoints {
+		flows[i] = ep.Flow
+	}
+	return flows
 }

@@ -67,7 +67,7 @@ func TestCompleterSurvivesAPanickingResume(t *testing.T) {
 	t.Parallel()
 	const lease = 200 * time.Millisecond
 	b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, "boom", "fine")
-	time.Sleep(lease + 50*time.Millisecond)
+	b.later(time.Hour)
 	var boomID int64
 	require.NoError(t, b.svc.Pool.QueryRow(context.Background(), "SELECT id FROM idempotency_keys WHERE idempotency_key = 'boom'").Scan(&boomID))
 
@@ -79,7 +79,7 @@ func TestCompleterSurvivesAPanickingResume(t *testing.T) {
 		if id == boomID {
 			panic("injected panic")
 		}
-		return b.svc.App.Engine.Resume(ctx, id)
+		return b.completer.Engine.Resume(ctx, id)
 	})
 
 	n, err := b.completer.RunOnce(context.Background())
@@ -128,7 +128,7 @@ func TestCompleterRunsOneAtATime(t *testing.T) {
 		}
 		started <- struct{}{}
 		<-release
-		return b.svc.App.Engine.Resume(ctx, id)
+		return b.completer.Engine.Resume(ctx, id)
 	}
 	var runs []func() int
 	for range 2 {
@@ -239,7 +239,7 @@ func TestCompleterStartsNoKeyItCannotFinishInTime(t *testing.T) {
 	workers.SetResumeKey(&c, func(ctx context.Context, id int64) (*phases.Result, error) {
 		calls.Add(1)
 		time.Sleep(c.RunTimeout() - c.KeyTimeout() + 50*time.Millisecond)
-		return b.svc.App.Engine.Resume(ctx, id)
+		return b.completer.Engine.Resume(ctx, id)
 	})
 	start := time.Now()
 	require.NoError(t, c.Work(context.Background(), nil))
@@ -252,7 +252,7 @@ func TestCompleterLogsThroughTheContext(t *testing.T) {
 	t.Parallel()
 	const lease = 200 * time.Millisecond
 	b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, "k")
-	time.Sleep(lease + 50*time.Millisecond)
+	b.later(time.Hour)
 	logs := &syncBuffer{}
 	b.completer.Log = zerolog.New(logs).Level(zerolog.DebugLevel)
 
