@@ -53,6 +53,9 @@ WITH refund AS (
         failure_reason   = sqlc.narg(failure_reason),
         updated_at       = now()
     WHERE refunds.id = sqlc.arg(id)
+      -- Once Stripe's own word (a webhook) moved the refund, this record
+      -- is late: no row, and the run stops (its key was finished too).
+      AND refunds.status_at IS NULL
     RETURNING *
 ), payment AS (
     UPDATE payments AS p

@@ -132,8 +132,10 @@ func TestAKeyReusedAfterItsTombstoneExpiredNeverAdoptsTheOldCharge(t *testing.T)
 func TestOperatorResolvesNotChargedOnABusyAccount(t *testing.T) {
 	t.Parallel()
 	em := testutil.StartEmulator(t, stripefake.Options{})
-	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, StripeTimeout: 8 * time.Second,
-		RequestTimeout: 25 * time.Second, Workers: quietCompleter})
+	// A hundred pages are listed before the search fallback: generous
+	// bounds, for a loaded machine.
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, StripeTimeout: 40 * time.Second,
+		RequestTimeout: 60 * time.Second, Workers: quietCompleter})
 	_, apiKey := svc.NewUser(t)
 	em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
 	requireProblem(t, svc.PostPayment(t, apiKey, "parked", visa), http.StatusServiceUnavailable, "needs-attention")

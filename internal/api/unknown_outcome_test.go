@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/client"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
@@ -153,14 +155,17 @@ func TestRetryAfterLostCommitsGetsStripesCachedAnswer(t *testing.T) {
 	first := svc.PostPayment(t, apiKey, "lost", visa)
 	require.Equal(t, http.StatusCreated, first.Status, "body: %s", first.Body)
 
-	// The database forgets everything the request committed.
-	_, err := svc.Pool.Exec(context.Background(), `
-		DELETE FROM river_job WHERE kind = 'receipt';
-		DELETE FROM receipts;
-		DELETE FROM payments;
-		DELETE FROM audit_records;
-		DELETE FROM idempotency_keys;`)
-	require.NoError(t, err)
+	// The database forgets everything the request committed, in one
+	// transaction, retried if the receipt worker's own deadlocks with it.
+	require.NoError(t, db.WithTx(context.Background(), svc.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			DELETE FROM river_job WHERE kind = 'receipt';
+			DELETE FROM receipts;
+			DELETE FROM payments;
+			DELETE FROM audit_records;
+			DELETE FROM idempotency_keys;`)
+		return err
+	}))
 
 	retry := svc.PostPayment(t, apiKey, "lost", visa)
 	require.Equal(t, http.StatusCreated, retry.Status, "body: %s", retry.Body)

@@ -409,7 +409,7 @@ func TestWebhookFaultDuplicate(t *testing.T) {
 	events := settled(t, e)
 	// The receiver records a delivery before it answers: once the emulator
 	// has every answer, the receiver has every delivery.
-	require.Eventually(t, func() bool { return e.fake.Stats().WebhookAnswered == 16 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return e.fake.Stats().WebhookAnswered == 16 }, 30*time.Second, 5*time.Millisecond)
 	seen := map[string]int{}
 	for _, ev := range rcv.accepted() {
 		seen[ev.ID]++

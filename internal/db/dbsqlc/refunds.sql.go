@@ -420,6 +420,9 @@ WITH refund AS (
         failure_reason   = $3,
         updated_at       = now()
     WHERE refunds.id = $4
+      -- Once Stripe's own word (a webhook) moved the refund, this record
+      -- is late: no row, and the run stops (its key was finished too).
+      AND refunds.status_at IS NULL
     RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
 ), payment AS (
     UPDATE payments AS p

@@ -145,7 +145,10 @@ func (f *flow) record(ctx context.Context, tx pgx.Tx, run *phases.Run, out *Outc
 		update.Status, update.FailureReason = StatusFailed, &out.Code
 	}
 	row, err := f.queries.RefundRecordOutcome(ctx, tx, update)
-	if err != nil {
+	if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
+		// A webhook settled the refund, and finished its key, first.
+		return phases.Transition{}, phases.ErrLeaseLost
+	} else if err != nil {
 		return phases.Transition{}, fmt.Errorf("error recording refund: %w", err)
 	}
 	refund := (*dbsqlc.Refund)(row)
