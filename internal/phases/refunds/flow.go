@@ -134,7 +134,21 @@ func (f *flow) record(ctx context.Context, tx pgx.Tx, run *phases.Run, out *Outc
 	if err != nil {
 		return phases.Transition{}, err
 	}
-	update := &dbsqlc.RefundRecordOutcomeParams{ID: st.refund.ID, Status: out.Status}
+	resp, err := recordOutcome(ctx, tx, st.refund, out)
+	if errors.Is(err, db.ErrNotFound) {
+		// A webhook settled the refund, and finished its key, first.
+		return phases.Transition{}, phases.ErrLeaseLost
+	} else if err != nil {
+		return phases.Transition{}, err
+	}
+	return phases.FinishWith(resp), nil
+}
+
+// recordOutcome records out on refund, moving the payment's amounts with
+// it, and returns the answer the refund's key stores: the refund, or the
+// refusal. db.ErrNotFound means Stripe's own word moved the refund first.
+func recordOutcome(ctx context.Context, tx pgx.Tx, refund *dbsqlc.Refund, out *Outcome) (*phases.Response, error) {
+	update := &dbsqlc.RefundRecordOutcomeParams{ID: refund.ID, Status: out.Status}
 	if out.StripeRefundID != "" {
 		update.StripeRefundID = &out.StripeRefundID
 	}
@@ -144,18 +158,14 @@ func (f *flow) record(ctx context.Context, tx pgx.Tx, run *phases.Run, out *Outc
 	if out.Rejected {
 		update.Status, update.FailureReason = StatusFailed, &out.Code
 	}
-	row, err := f.queries.RefundRecordOutcome(ctx, tx, update)
-	if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
-		// A webhook settled the refund, and finished its key, first.
-		return phases.Transition{}, phases.ErrLeaseLost
-	} else if err != nil {
-		return phases.Transition{}, fmt.Errorf("error recording refund: %w", err)
+	row, err := dbsqlc.New().RefundRecordOutcome(ctx, tx, update)
+	if err = db.InterpretError(err); err != nil {
+		return nil, fmt.Errorf("error recording refund: %w", err)
 	}
-	refund := (*dbsqlc.Refund)(row)
 	if out.Rejected {
-		return phases.FinishWith(rejected(refund, out)), nil
+		return rejected((*dbsqlc.Refund)(row), out), nil
 	}
-	return phases.FinishWith(createdResponse(refund)), nil
+	return createdResponse((*dbsqlc.Refund)(row)), nil
 }
 
 // state is the run's refund and its PaymentIntent: handed over by the

@@ -93,16 +93,9 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 
 // settle records the operator's outcome on the refund and audits it.
 func settle(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey, refund *dbsqlc.Refund, out *Outcome, as string) (*phases.Response, error) {
-	update := &dbsqlc.RefundRecordOutcomeParams{ID: refund.ID, Status: out.Status}
-	if out.StripeRefundID != "" {
-		update.StripeRefundID = &out.StripeRefundID
-	}
-	if out.Rejected {
-		update.Status, update.FailureReason = StatusFailed, &out.Code
-	}
-	row, err := dbsqlc.New().RefundRecordOutcome(ctx, tx, update)
+	resp, err := recordOutcome(ctx, tx, refund, out)
 	if err != nil {
-		return nil, fmt.Errorf("error recording refund: %w", err)
+		return nil, err
 	}
 	data, _ := json.Marshal(map[string]any{"idempotency_key_id": key.ID, "as": as, "stripe_refund_id": out.StripeRefundID,
 		"parked_because": key.LastError, "resolved_by": "operator"})
@@ -111,10 +104,7 @@ func settle(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey, refund *
 	}); err != nil {
 		return nil, fmt.Errorf("error auditing resolution: %w", err)
 	}
-	if out.Rejected {
-		return rejected((*dbsqlc.Refund)(row), out), nil
-	}
-	return createdResponse((*dbsqlc.Refund)(row)), nil
+	return resp, nil
 }
 
 // refundOfKey is the refund a parked key made, with its PaymentIntent.
