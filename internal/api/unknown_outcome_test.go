@@ -156,10 +156,10 @@ func TestRetryAfterLostCommitsGetsStripesCachedAnswer(t *testing.T) {
 	require.Equal(t, http.StatusCreated, first.Status, "body: %s", first.Body)
 
 	// The database forgets everything the request committed, in one
-	// transaction, retried if the receipt worker's own deadlocks with it.
+	// transaction, retried if the receipt dispatcher's own deadlocks with it.
 	require.NoError(t, db.WithTx(context.Background(), svc.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
-			DELETE FROM river_job WHERE kind = 'receipt';
+			DELETE FROM receipt_outbox;
 			DELETE FROM receipts;
 			DELETE FROM payments;
 			DELETE FROM audit_records;
@@ -274,10 +274,7 @@ func TestOperatorResolvesAsChargedOnlyWithAMatchingPaymentIntent(t *testing.T) {
 	got := decode[payment](t, replay)
 	require.Equal(t, "succeeded", got.Status)
 	require.Equal(t, right.ID, *got.StripePaymentIntentID)
-	var receiptJobs int
-	require.NoError(t, svc.Pool.QueryRow(context.Background(),
-		"SELECT count(*) FROM river_job WHERE kind = 'receipt'").Scan(&receiptJobs))
-	require.Equal(t, 1, receiptJobs, "a resolved charge gets its receipt")
+	require.Equal(t, 1, receipts(t, svc), "a resolved charge gets its receipt")
 
 	_, err = svc.App.Resolver.Charged(context.Background(), id, right.ID)
 	require.ErrorIs(t, err, phases.ErrNotAwaitingOperator, "settled once")

@@ -64,9 +64,11 @@ type Options struct {
 
 // App is an assembled service.
 type App struct {
-	Pool       *pgxpool.Pool
-	Engine     *phases.Engine
-	River      *river.Client[pgx.Tx]
+	Pool   *pgxpool.Pool
+	Engine *phases.Engine
+	River  *river.Client[pgx.Tx]
+	// Receipts drains the receipt outbox; Run runs it beside River.
+	Receipts   *workers.Dispatcher
 	Handler    http.Handler
 	Metrics    *metrics.Metrics
 	InstanceID uuid.UUID
@@ -110,6 +112,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 	engine := phases.New(pool, engineCfg)
 	opts.Workers.ObserveResume = func(outcome string) { m.CompleterResumes.WithLabelValues(outcome).Inc() }
 	opts.Workers.ObserveReaped = func(n int64) { m.ReapedKeys.Add(float64(n)) }
+	opts.Workers.ObserveReceipts = func(delivered, failed int) {
+		m.Receipts.WithLabelValues("delivered").Add(float64(delivered))
+		m.Receipts.WithLabelValues("failed").Add(float64(failed))
+	}
 	opts.Stripe.ObserveLookup = func(result string) { m.Reconciliations.WithLabelValues(result).Inc() }
 	riverClient, err := workers.NewClient(pool, engine, opts.Workers)
 	if err != nil {
@@ -120,7 +126,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 		return nil, fmt.Errorf("error reading the deployment's namespace (are migrations applied?): %w", err)
 	}
 	charger := payments.NewCharger(opts.Stripe)
-	receipt := workers.ReceiptEnqueuer(riverClient)
+	receipt := workers.EnqueueReceipt
 	refunder := refunds.NewRefunder(charger)
 	endpoints := []api.Endpoint{{
 		Method: payments.Method, Pattern: payments.Path, Noun: "payment",
@@ -166,6 +172,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 		Pool:           pool,
 		Engine:         engine,
 		River:          riverClient,
+		Receipts:       workers.NewDispatcher(pool, opts.Workers),
 		Handler:        server.Handler(),
 		Metrics:        m,
 		InstanceID:     instanceID,

@@ -28,6 +28,10 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 	if err := a.River.Start(ctx); err != nil {
 		return fmt.Errorf("error starting workers: %w", err)
 	}
+	receiptsCtx, stopReceipts := context.WithCancel(ctx)
+	defer stopReceipts()
+	receiptsDone := make(chan struct{})
+	go func() { defer close(receiptsDone); a.Receipts.Run(receiptsCtx) }()
 
 	srv := &http.Server{
 		Handler:           a.Handler,
@@ -64,6 +68,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener) error {
 		_ = a.River.StopAndCancel(cancelCtx)
 		cancelStop()
 	}
+	// The dispatcher finishes the batch under way, if any.
+	stopReceipts()
+	<-receiptsDone
 	stopBeat()
 	if delErr := dbsqlc.New().InstanceDelete(context.WithoutCancel(ctx), a.Pool, a.InstanceID); delErr != nil {
 		log.Warn().Err(delErr).Msg("could not deregister instance; its leases go stale after missed heartbeats")

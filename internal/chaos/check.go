@@ -43,8 +43,6 @@ type Verdict struct {
 	// Resumed counts keys that more than one run drove (a retry or the
 	// completer took them over); MaxRuns is the most runs of one key.
 	Resumed, MaxRuns int
-	// JobsRerun counts receipt jobs River ran more than once.
-	JobsRerun int
 	// NeedsAttention lists the keys parked for an operator, with why.
 	NeedsAttention []string
 	// StripeRefunds counts the emulator's refunds; RefundedPayments the

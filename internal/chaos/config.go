@@ -31,7 +31,7 @@ type Config struct {
 	// PGRestart restarts Postgres once, in the middle of the run.
 	PGRestart bool
 	// Drain bounds the wait, after the faults stopped, for every key to
-	// finish and every receipt job to run.
+	// finish and every receipt in the outbox to go out.
 	Drain time.Duration
 	// Think bounds a client's random pause between two intents.
 	Think time.Duration

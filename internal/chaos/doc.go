@@ -42,7 +42,7 @@
 //     job is pending.
 //
 //  5. Verdict (snapshot.go, invariants.go, check.go, report.go). The harness reads the
-//     keys, payments, receipts and receipt jobs from Postgres and every
+//     keys, payments, receipts and the receipt outbox from Postgres and every
 //     PaymentIntent from the emulator, checks the invariants below, prints a
 //     table, and exits non-zero on any violation:
 //
@@ -58,7 +58,7 @@
 //     payment of this deployment, and no payment has two succeeded
 //     PaymentIntents;
 //
-//  4. exactly one receipt, and one receipt job, per succeeded payment, and
+//  4. exactly one receipt per succeeded payment and none left in the outbox, and
 //     none for a failed one;
 //
 //  5. every key finished within -drain after the faults stopped;
@@ -96,8 +96,8 @@
 //  8. the service recovered by itself: a payment was answered 201 after the
 //     promotion (the time from the primary's stop to it is the time to
 //     recover), no serve process up at the stop exited on its own, each
-//     running one heartbeats, River has a leader, and its completer and a
-//     receipt job ran on the new primary.
+//     running one heartbeats, River has a leader, its completer ran and a
+//     receipt went out on the new primary.
 //
 // # Webhooks
 //

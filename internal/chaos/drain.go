@@ -15,23 +15,22 @@ type Drain struct {
 	KeysAfter time.Duration
 	// Unfinished is the last count of unfinished keys seen.
 	Unfinished int64
-	// ReceiptsDone is set when no receipt job was left to run, ReceiptsAfter
+	// ReceiptsDone is set when the receipt outbox was empty, ReceiptsAfter
 	// after the faults stopped.
 	ReceiptsDone  bool
 	ReceiptsAfter time.Duration
-	// PendingJobs is the last count of receipt jobs not yet run.
-	PendingJobs int64
+	// PendingReceipts is the last count of receipts in the outbox.
+	PendingReceipts int64
 }
 
 const (
-	countUnfinished  = `SELECT count(*) FROM idempotency_keys WHERE recovery_point <> 'finished' AND needs_attention_at IS NULL`
-	countPendingJobs = `SELECT count(*) FROM river_job
-		WHERE kind = 'receipt' AND state NOT IN ('completed', 'discarded', 'cancelled')`
+	countUnfinished      = `SELECT count(*) FROM idempotency_keys WHERE recovery_point <> 'finished' AND needs_attention_at IS NULL`
+	countPendingReceipts = `SELECT count(*) FROM receipt_outbox`
 )
 
 // WaitDrain waits, until since+bound, for every key to finish (with every
 // client stopped, so that no key is still on its way in) and then for every
-// receipt job to run.
+// receipt in the outbox to go out.
 func WaitDrain(ctx context.Context, pool *pgxpool.Pool, ev *Events, since time.Time, bound time.Duration,
 	clientsDone <-chan struct{}) Drain {
 	ctx, cancel := context.WithDeadline(ctx, since.Add(bound))
@@ -56,12 +55,12 @@ func WaitDrain(ctx context.Context, pool *pgxpool.Pool, ev *Events, since time.T
 	if d.KeysDone {
 		d.KeysAfter = time.Since(since)
 	}
-	d.ReceiptsDone = poll(ctx, ev, "pending receipt jobs", &d.PendingJobs, func(bool) bool {
-		if err := pool.QueryRow(ctx, countPendingJobs).Scan(&d.PendingJobs); err != nil {
-			ev.Logf(EventHarnessErr, "counting receipt jobs: %v", err)
+	d.ReceiptsDone = poll(ctx, ev, "receipts in the outbox", &d.PendingReceipts, func(bool) bool {
+		if err := pool.QueryRow(ctx, countPendingReceipts).Scan(&d.PendingReceipts); err != nil {
+			ev.Logf(EventHarnessErr, "counting the receipt outbox: %v", err)
 			return false
 		}
-		return d.PendingJobs == 0
+		return d.PendingReceipts == 0
 	})
 	if d.ReceiptsDone {
 		d.ReceiptsAfter = time.Since(since)

@@ -47,9 +47,8 @@ func world() ([]*Intent, *Snapshot) {
 				AmountRefunded: 200, AmountReserved: 200},
 			2: {ID: 2, UserID: 7, KeyID: &keyB, Amount: 900, Currency: "usd", PaymentMethod: CardDeclined, Status: "failed"},
 		},
-		Receipts:    map[int64]int{1: 1},
-		ReceiptJobs: map[int64][]string{1: {"completed"}},
-		JobStates:   map[string]int{"completed": 1},
+		Receipts: map[int64]int{1: 1},
+		Outbox:   map[int64]int{},
 		Intents: []stripefake.PaymentIntent{
 			{ID: "pi_a", Amount: 500, Status: stripefake.StatusSucceeded, Metadata: metadataOf("a")},
 			{ID: "pi_b", Amount: 900, Status: stripefake.StatusRequiresPaymentMethod, Metadata: metadataOf("b")},
@@ -140,7 +139,7 @@ func TestVerifyCatchesEachViolation(t *testing.T) {
 		}},
 		{"receipt missing", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { delete(s.Receipts, 1) }},
 		{"receipt for a decline", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Receipts[2] = 1 }},
-		{"receipt job stuck", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { s.JobStates["running"] = 1 }},
+		{"receipt left in the outbox", 4, func(_ []*Intent, s *Snapshot, _ *Drain) { s.Outbox[1] = 3 }},
 		{"not drained", 5, func(_ []*Intent, _ *Snapshot, d *Drain) { d.ReceiptsDone = false }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

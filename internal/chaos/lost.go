@@ -220,7 +220,7 @@ func answeredObject(body []byte, field string) string {
 // own. The failover happened; a payment was answered 201 after it; no serve
 // process running when the primary stopped exited on its own; every
 // running process heartbeats; River has a leader, and its leader's
-// periodic completer and the receipt jobs ran on the new primary.
+// periodic completer ran and receipts went out on the new primary.
 func checkRecovery(c *Check, r *Recovery, snap *Snapshot) {
 	c.Checked++
 	if !r.Failover.Done() {
@@ -253,7 +253,7 @@ func checkRecovery(c *Check, r *Recovery, snap *Snapshot) {
 	for _, kind := range []string{"completer", "receipt"} {
 		c.Checked++
 		if at := snap.Service.LastFinished[kind]; !at.After(r.Failover.PromotedAt) {
-			c.Failf("no %s job finished after the promotion (last at %s)", kind, timeText(&at))
+			c.Failf("no %s finished after the promotion (last at %s)", kind, timeText(&at))
 		}
 	}
 }

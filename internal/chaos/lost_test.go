@@ -23,7 +23,6 @@ func readopted() ([]*Intent, *Snapshot) {
 	snap.Payments[3] = p
 	snap.PaymentsOf = map[int64][]*PaymentRow{20: {p}, 11: {snap.Payments[2]}}
 	snap.Receipts = map[int64]int{3: 1}
-	snap.ReceiptJobs = map[int64][]string{3: {"completed"}}
 	snap.Refunds[1].PaymentID = 3
 	return intents, snap
 }

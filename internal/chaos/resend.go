@@ -111,7 +111,7 @@ func afterFailover(ctx context.Context, rig *Rig, resender *Clients, pool *pgxpo
 			drain.KeysDone, drain.Unfinished = false, again.Unfinished
 		}
 		if !again.ReceiptsDone {
-			drain.ReceiptsDone, drain.PendingJobs = false, again.PendingJobs
+			drain.ReceiptsDone, drain.PendingReceipts = false, again.PendingReceipts
 		}
 	}
 	ev.Logf(EventPhase, "%d keys sent again after the failover", n)

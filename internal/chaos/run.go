@@ -136,7 +136,7 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 		return false, err
 	}
 	defer pool.Close()
-	ev.Logf(EventPhase, "all serve processes ready; waiting for every key and receipt job (bound %s)", cfg.Drain)
+	ev.Logf(EventPhase, "all serve processes ready; waiting for every key and receipt (bound %s)", cfg.Drain)
 	drain := WaitDrain(ctx, pool, ev, faultsOff, cfg.Drain, clientsDone)
 	stopClients()
 	<-clientsDone

@@ -67,17 +67,13 @@ type UserKey struct {
 type Snapshot struct {
 	// Namespace is the deployment's: with a key it names an intent at
 	// Stripe.
-	Namespace   uuid.UUID
-	Keys        map[UserKey][]*KeyRow
-	Payments    map[int64]*PaymentRow
-	PaymentsOf  map[int64][]*PaymentRow // by idempotency key id
-	Receipts    map[int64]int           // receipts per payment id
-	ReceiptJobs map[int64][]string      // states of the receipt jobs per payment id
-	JobStates   map[string]int          // receipt jobs per state
-	// JobsRerun counts receipt jobs that River ran more than once (retried
-	// after an error, or rescued from a process that died running them).
-	JobsRerun int
-	Intents   []stripefake.PaymentIntent
+	Namespace  uuid.UUID
+	Keys       map[UserKey][]*KeyRow
+	Payments   map[int64]*PaymentRow
+	PaymentsOf map[int64][]*PaymentRow // by idempotency key id
+	Receipts   map[int64]int           // receipts per payment id
+	Outbox     map[int64]int           // receipts still in the outbox, with their failed attempts, per payment id
+	Intents    []stripefake.PaymentIntent
 	// Refunds are the refund rows by id, RefundsOf by their key's id, and
 	// StripeRefunds the emulator's.
 	Refunds       map[int64]*RefundRow
@@ -103,7 +99,7 @@ type ServiceRows struct {
 func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snapshot, error) {
 	s := &Snapshot{
 		Keys: map[UserKey][]*KeyRow{}, Payments: map[int64]*PaymentRow{}, PaymentsOf: map[int64][]*PaymentRow{},
-		Receipts: map[int64]int{}, ReceiptJobs: map[int64][]string{}, JobStates: map[string]int{},
+		Receipts: map[int64]int{}, Outbox: map[int64]int{},
 		Refunds: map[int64]*RefundRow{}, RefundsOf: map[int64]*RefundRow{},
 	}
 	if err := pool.QueryRow(ctx, `SELECT namespace FROM deployment`).Scan(&s.Namespace); err != nil {
@@ -164,27 +160,20 @@ func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snap
 		return nil, fmt.Errorf("error reading receipts: %w", err)
 	}
 
-	rows, err = pool.Query(ctx, `SELECT (args->>'payment_id')::bigint, state::text, attempt FROM river_job WHERE kind = 'receipt'`)
+	rows, err = pool.Query(ctx, `SELECT payment_id, attempts FROM receipt_outbox`)
 	if err != nil {
-		return nil, fmt.Errorf("error reading receipt jobs: %w", err)
+		return nil, fmt.Errorf("error reading the receipt outbox: %w", err)
 	}
 	for rows.Next() {
-		var (
-			id      int64
-			state   string
-			attempt int
-		)
-		if err := rows.Scan(&id, &state, &attempt); err != nil {
+		var id int64
+		var attempts int
+		if err := rows.Scan(&id, &attempts); err != nil {
 			return nil, err
 		}
-		if attempt > 1 {
-			s.JobsRerun++
-		}
-		s.ReceiptJobs[id] = append(s.ReceiptJobs[id], state)
-		s.JobStates[state]++
+		s.Outbox[id] = attempts
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("error reading receipt jobs: %w", err)
+		return nil, fmt.Errorf("error reading the receipt outbox: %w", err)
 	}
 
 	rows, err = pool.Query(ctx, `SELECT id, payment_id, idempotency_key_id, amount, status, stripe_refund_id FROM refunds`)
@@ -240,7 +229,10 @@ func readServiceRows(ctx context.Context, pool *pgxpool.Pool) (ServiceRows, erro
 	if err != nil {
 		return sr, fmt.Errorf("error reading River's leader: %w", err)
 	}
-	rows, err = pool.Query(ctx, `SELECT kind, max(finalized_at) FROM river_job WHERE finalized_at IS NOT NULL GROUP BY kind`)
+	rows, err = pool.Query(ctx, `
+		SELECT kind, max(finalized_at) FROM river_job WHERE finalized_at IS NOT NULL GROUP BY kind
+		UNION ALL
+		SELECT 'receipt', max(delivered_at) FROM receipts HAVING count(*) > 0`)
 	if err != nil {
 		return sr, fmt.Errorf("error reading River's jobs: %w", err)
 	}

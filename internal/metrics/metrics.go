@@ -49,6 +49,7 @@ type Metrics struct {
 	CompleterResumes    *prometheus.CounterVec
 	Reconciliations     *prometheus.CounterVec
 	ReapedKeys          prometheus.Counter
+	Receipts            *prometheus.CounterVec
 	WebhookEvents       *prometheus.CounterVec
 }
 
@@ -101,15 +102,22 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 			Name: "paymentsd_reaped_keys_total",
 			Help: "Finished idempotency keys deleted after their retention.",
 		}),
+		Receipts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paymentsd_receipts_total",
+			Help: "Receipt deliveries from the outbox, by outcome: delivered, failed (kept in the outbox and retried with a backoff).",
+		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.IdempotencyOutcomes, m.PhaseDuration,
-		m.LeaseTakeovers, m.KeysParked, m.CompleterResumes, m.Reconciliations, m.ReapedKeys, m.WebhookEvents,
+		m.LeaseTakeovers, m.KeysParked, m.CompleterResumes, m.Reconciliations, m.ReapedKeys, m.Receipts, m.WebhookEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&keyCollector{pool: pool, reconcileAfter: reconcileAfter})
 	// Start every known series at zero, so dashboards and alerts see it
 	// before the first event.
 	for _, o := range []string{"finished", "already_finished", "in_progress", "ambiguous", "needs_attention", "error", "panic"} {
 		m.CompleterResumes.WithLabelValues(o)
+	}
+	for _, o := range []string{"delivered", "failed"} {
+		m.Receipts.WithLabelValues(o)
 	}
 	for _, r := range []string{"adopted", "not_found", "not_created", "needs_attention"} {
 		m.Reconciliations.WithLabelValues(r)

@@ -222,7 +222,7 @@ func TestCompleterTimeoutsAreConsistent(t *testing.T) {
 			// River cancels a job at its timeout and rescues it no earlier:
 			// the run must have ended on its own by then.
 			require.Less(t, c.RunTimeout(), c.Timeout(nil), "lease %s, %+v", lease, cfg)
-			require.GreaterOrEqual(t, workers.RescueStuckJobsAfter, workers.ReceiptJobTimeout)
+			require.GreaterOrEqual(t, workers.RescueStuckJobsAfter, workers.JobTimeout)
 		}
 	}
 }

@@ -2,27 +2,27 @@ package workers
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 )
 
-// ReceiptArgs is the outbox job of a successful payment, inserted in the
-// transaction that finishes its key.
-type ReceiptArgs struct {
-	PaymentID int64 `json:"payment_id"`
+// EnqueueReceipt puts a succeeded payment's receipt in the outbox; the
+// payment flow, the webhook settler and the operator's resolver call it in
+// the transaction that records the success: the transactional outbox.
+func EnqueueReceipt(ctx context.Context, tx pgx.Tx, paymentID int64) error {
+	if err := dbsqlc.New().ReceiptEnqueue(ctx, tx, paymentID); err != nil {
+		return fmt.Errorf("error enqueuing receipt: %w", err)
+	}
+	return nil
 }
-
-// Kind names the job in River.
-func (ReceiptArgs) Kind() string { return "receipt" }
 
 // Receipt is what a Deliverer sends.
 type Receipt struct {
@@ -34,7 +34,7 @@ type Receipt struct {
 
 // Deliverer sends a receipt to its user. A fork points it at email; the
 // default writes a log line. Delivery is at least once: a process that dies
-// after delivering and before committing delivers again.
+// after delivering and before committing its batch delivers again.
 type Deliverer interface {
 	Deliver(ctx context.Context, r *Receipt) error
 }
@@ -49,32 +49,121 @@ func (d LogDeliverer) Deliver(_ context.Context, r *Receipt) error {
 	return nil
 }
 
-// ReceiptWorker records and delivers a payment's receipt exactly once: the
-// receipts row and the job's completion commit together, and the row is
-// unique per payment, so a retried or rescued job writes nothing twice.
-type ReceiptWorker struct {
-	river.WorkerDefaults[ReceiptArgs]
-	Pool      *pgxpool.Pool
-	Deliverer Deliverer
+// DispatcherConfig tunes the receipt dispatcher.
+type DispatcherConfig struct {
+	// Interval is how long the dispatcher waits after finding the outbox
+	// empty, which bounds how late a receipt goes out. Defaults to 200ms.
+	Interval time.Duration
+	// BatchSize bounds the receipts one transaction takes, and so how many
+	// a crash mid-batch delivers twice. Defaults to 100.
+	BatchSize int
+	// BatchTimeout bounds one batch; a batch cut short rolls back and its
+	// receipts go out again with the next. Defaults to 15s.
+	BatchTimeout time.Duration
 }
 
-// Work handles one receipt job.
-func (w *ReceiptWorker) Work(ctx context.Context, job *river.Job[ReceiptArgs]) error {
-	return db.WithTx(ctx, w.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		receipt, err := dbsqlc.New().ReceiptInsert(ctx, tx, job.Args.PaymentID)
-		switch err = db.InterpretError(err); {
-		case errors.Is(err, db.ErrNotFound):
-			// Recorded by an earlier run of this job; nothing to deliver.
-		case err != nil:
-			return fmt.Errorf("error recording receipt: %w", err)
-		default:
-			if err := w.Deliverer.Deliver(ctx, &Receipt{
-				PaymentID: receipt.PaymentID, UserID: receipt.UserID, Amount: receipt.Amount, Currency: receipt.Currency,
-			}); err != nil {
-				return fmt.Errorf("error delivering receipt: %w", err)
-			}
+func (c *DispatcherConfig) setDefaults() {
+	if c.Interval <= 0 {
+		c.Interval = 200 * time.Millisecond
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 100
+	}
+	if c.BatchTimeout <= 0 {
+		c.BatchTimeout = 15 * time.Second
+	}
+}
+
+// Dispatcher drains the receipt outbox: each batch is one transaction that
+// locks the receipts due (skipping those another process holds), delivers
+// them, records them and deletes them from the outbox. A receipt is
+// recorded exactly once, since the outbox row and the receipts row change in
+// one commit and receipts are unique per payment; a failed delivery stays in
+// the outbox, put off with a backoff.
+//
+// A River job per receipt cost two more transactions per payment (River's
+// fetch and the job's completion); a batch costs one for up to BatchSize
+// payments, and a poll that finds nothing writes nothing.
+type Dispatcher struct {
+	Pool      *pgxpool.Pool
+	Deliverer Deliverer
+	Config    DispatcherConfig
+	Log       zerolog.Logger
+	// Observe, when set, is told how many receipts each batch delivered
+	// and how many failed.
+	Observe func(delivered, failed int)
+}
+
+// Run drains the outbox until ctx is done: at once while batches come back
+// full, otherwise after Interval. A batch under way when ctx is done runs
+// to its end (within BatchTimeout), so a shutdown delivers nothing twice.
+func (d *Dispatcher) Run(ctx context.Context) {
+	d.Config.setDefaults()
+	for ctx.Err() == nil {
+		batchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.Config.BatchTimeout)
+		n, err := d.Drain(batchCtx)
+		cancel()
+		if err != nil {
+			d.Log.Warn().Err(err).Msg("receipt batch failed; retrying")
 		}
-		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
+		if n == d.Config.BatchSize && err == nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d.Config.Interval):
+		}
+	}
+}
+
+// Drain runs one batch and returns how many receipts it took.
+func (d *Dispatcher) Drain(ctx context.Context) (int, error) {
+	d.Config.setDefaults()
+	q := dbsqlc.New()
+	var taken, delivered, failed int
+	err := db.WithTx(ctx, d.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		rows, err := q.ReceiptOutboxClaim(ctx, tx, int32(d.Config.BatchSize))
+		if err != nil {
+			return fmt.Errorf("error claiming receipts: %w", err)
+		}
+		taken, delivered, failed = len(rows), 0, 0
+		done := make([]int64, 0, len(rows))
+		for _, r := range rows {
+			if !r.Recorded {
+				err := d.Deliverer.Deliver(ctx, &Receipt{PaymentID: r.PaymentID, UserID: r.UserID, Amount: r.Amount, Currency: r.Currency})
+				if err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					failed++
+					d.Log.Warn().Err(err).Int64("payment_id", r.PaymentID).Int32("attempts", r.Attempts+1).Msg("receipt delivery failed; retrying later")
+					msg := err.Error()
+					if len(msg) > 1000 {
+						msg = strings.ToValidUTF8(msg[:1000], "")
+					}
+					if err := q.ReceiptOutboxRetry(ctx, tx, &dbsqlc.ReceiptOutboxRetryParams{PaymentID: r.PaymentID, LastError: &msg}); err != nil {
+						return fmt.Errorf("error putting a receipt off: %w", err)
+					}
+					continue
+				}
+				delivered++
+			}
+			done = append(done, r.PaymentID)
+		}
+		if len(done) == 0 {
+			return nil
+		}
+		if err := q.ReceiptsRecord(ctx, tx, done); err != nil {
+			return fmt.Errorf("error recording receipts: %w", err)
+		}
+		return nil
 	})
+	if err != nil {
+		return 0, err
+	}
+	if d.Observe != nil && taken > 0 {
+		d.Observe(delivered, failed)
+	}
+	return taken, nil
 }

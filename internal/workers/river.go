@@ -1,7 +1,6 @@
 package workers
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -20,43 +19,41 @@ import (
 type Config struct {
 	Completer CompleterConfig
 	Reaper    ReaperConfig
-	// Deliverer sends receipts; the default logs them.
+	// Receipts tunes the receipt dispatcher; Deliverer sends receipts (the
+	// default logs them).
+	Receipts  DispatcherConfig
 	Deliverer Deliverer
 	Log       zerolog.Logger
 	// RiverLog receives River's own logs.
 	RiverLog *slog.Logger
 	// Observe receives the workers' outcomes, for metrics.
-	ObserveResume func(outcome string)
-	ObserveReaped func(reaped int64)
+	ObserveResume   func(outcome string)
+	ObserveReaped   func(reaped int64)
+	ObserveReceipts func(delivered, failed int)
 }
 
-// NewClient returns a River client that runs the receipt, completer and
-// reaper workers, with the completer and reaper scheduled as periodic jobs
+// NewClient returns a River client that runs the completer and reaper
+// workers, with the completer and reaper scheduled as periodic jobs
 // by River's elected leader.
 func NewClient(pool *pgxpool.Pool, engine *phases.Engine, cfg Config) (*river.Client[pgx.Tx], error) {
 	cfg.Completer.setDefaults()
 	cfg.Reaper.setDefaults()
-	if cfg.Deliverer == nil {
-		cfg.Deliverer = LogDeliverer{Log: cfg.Log}
-	}
 	completer := &CompleterWorker{Pool: pool, Engine: engine, Config: cfg.Completer, Log: cfg.Log, Observe: cfg.ObserveResume}
 	reaper := &ReaperWorker{Pool: pool, Config: cfg.Reaper, Log: cfg.Log, Observe: cfg.ObserveReaped}
 
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &ReceiptWorker{Pool: pool, Deliverer: cfg.Deliverer})
 	river.AddWorker(workers, completer)
 	river.AddWorker(workers, reaper)
 
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		// A process killed mid-job leaves its jobs 'running'. River rescues
 		// them only after RescueStuckJobsAfter (an hour by default), which
-		// would hold a receipt back that long: rescue after 20s instead.
-		// River rescues a job no earlier than its kind's own timeout, and a
-		// job ends before its timeout: the completer bounds its runs below
-		// its Timeout (CompleterWorker.RunTimeout), the others take
-		// JobTimeout. A rescued receipt is safe to run twice (receipts are
-		// unique per payment).
-		JobTimeout:           ReceiptJobTimeout,
+		// would hold the next periodic run back that long: rescue after 20s
+		// instead. River rescues a job no earlier than its kind's own
+		// timeout, and a job ends before its timeout: the completer bounds
+		// its runs below its Timeout (CompleterWorker.RunTimeout), the
+		// reaper takes JobTimeout.
+		JobTimeout:           JobTimeout,
 		RescueStuckJobsAfter: RescueStuckJobsAfter,
 		Logger:               cfg.RiverLog,
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 8}},
@@ -77,10 +74,10 @@ func NewClient(pool *pgxpool.Pool, engine *phases.Engine, cfg Config) (*river.Cl
 }
 
 // River's timing of jobs: a job other than the completer is cancelled after
-// ReceiptJobTimeout, and a job left 'running' by a dead process is rescued
+// JobTimeout, and a job left 'running' by a dead process is rescued
 // after RescueStuckJobsAfter, or after its kind's timeout if that is longer.
 const (
-	ReceiptJobTimeout    = 15 * time.Second
+	JobTimeout           = 15 * time.Second
 	RescueStuckJobsAfter = 20 * time.Second
 )
 
@@ -99,13 +96,11 @@ func PeriodicInsertOpts() *river.InsertOpts {
 	}
 }
 
-// ReceiptEnqueuer returns the outbox insert the payment flow calls inside its
-// finishing transaction.
-func ReceiptEnqueuer(client *river.Client[pgx.Tx]) func(ctx context.Context, tx pgx.Tx, paymentID int64) error {
-	return func(ctx context.Context, tx pgx.Tx, paymentID int64) error {
-		if _, err := client.InsertTx(ctx, tx, ReceiptArgs{PaymentID: paymentID}, nil); err != nil {
-			return fmt.Errorf("error enqueuing receipt: %w", err)
-		}
-		return nil
+// NewDispatcher returns the receipt dispatcher of cfg; run it beside the
+// River client.
+func NewDispatcher(pool *pgxpool.Pool, cfg Config) *Dispatcher {
+	if cfg.Deliverer == nil {
+		cfg.Deliverer = LogDeliverer{Log: cfg.Log}
 	}
+	return &Dispatcher{Pool: pool, Deliverer: cfg.Deliverer, Config: cfg.Receipts, Log: cfg.Log, Observe: cfg.ObserveReceipts}
 }

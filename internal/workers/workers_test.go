@@ -380,28 +380,3 @@ func TestReconciliationAdoptsAndNeverCreatesASecond(t *testing.T) {
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM payments p JOIN idempotency_keys k ON k.id = p.idempotency_key_id
 		WHERE k.idempotency_key = 'charged' AND p.stripe_payment_intent_id = $1`, pis[0].ID))
 }
-
-func TestExactlyOneReceiptPerPayment(t *testing.T) {
-	t.Parallel()
-	b := setup(t, testutil.ServiceOptions{})
-	resp := b.svc.PostPayment(t, b.apiKey, "k", visa)
-	require.Equal(t, http.StatusCreated, resp.Status)
-	testutil.WaitForf(t, 10*time.Second, 20*time.Millisecond, func() bool {
-		return b.count(t, "SELECT count(*) FROM receipts") == 1
-	}, "jobs: %v", lazy(func() any { return b.jobs(t) }))
-
-	// A second delivery of the same job (a retry, a rescued job) writes nothing.
-	var paymentID int64
-	require.NoError(t, b.svc.Pool.QueryRow(context.Background(), "SELECT id FROM payments").Scan(&paymentID))
-	res, err := b.svc.App.River.Insert(context.Background(), workers.ReceiptArgs{PaymentID: paymentID}, nil)
-	require.NoError(t, err)
-	testutil.WaitFor(t, 10*time.Second, 20*time.Millisecond, func() bool {
-		return b.count(t, "SELECT count(*) FROM river_job WHERE id = $1 AND state = 'completed'", res.Job.ID) == 1
-	})
-	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM receipts"))
-
-	// Declines get no receipt.
-	decline := b.svc.PostPayment(t, b.apiKey, "declined", `{"amount": 100, "currency": "usd", "payment_method": "pm_card_chargeDeclined"}`)
-	require.Equal(t, http.StatusPaymentRequired, decline.Status)
-	require.Zero(t, b.count(t, "SELECT count(*) FROM river_job WHERE kind = 'receipt' AND args->>'payment_id' <> $1", fmt.Sprint(paymentID)))
-}

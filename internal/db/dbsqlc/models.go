@@ -103,6 +103,14 @@ type Receipt struct {
 	DeliveredAt time.Time
 }
 
+type ReceiptOutbox struct {
+	PaymentID int64
+	CreatedAt time.Time
+	RunAt     time.Time
+	Attempts  int32
+	LastError *string
+}
+
 type Refund struct {
 	ID                   int64
 	UserID               int64

@@ -9,27 +9,114 @@ import (
 	"context"
 )
 
-const receiptInsert = `-- name: ReceiptInsert :one
-INSERT INTO receipts (payment_id, user_id, amount, currency)
-SELECT p.id, p.user_id, p.amount, p.currency
-FROM payments AS p
-WHERE p.id = $1
+const receiptEnqueue = `-- name: ReceiptEnqueue :exec
+INSERT INTO receipt_outbox (payment_id) VALUES ($1)
 ON CONFLICT (payment_id) DO NOTHING
-RETURNING id, payment_id, user_id, amount, currency, delivered_at
 `
 
-// ReceiptInsert records the receipt of a payment once: a second delivery of
-// the same job inserts nothing and returns no row.
-func (q *Queries) ReceiptInsert(ctx context.Context, db DBTX, paymentID int64) (*Receipt, error) {
-	row := db.QueryRow(ctx, receiptInsert, paymentID)
-	var i Receipt
-	err := row.Scan(
-		&i.ID,
-		&i.PaymentID,
-		&i.UserID,
-		&i.Amount,
-		&i.Currency,
-		&i.DeliveredAt,
-	)
-	return &i, err
+// ReceiptEnqueue puts a succeeded payment's receipt in the outbox, in the
+// transaction that records the success. A payment is enqueued once.
+func (q *Queries) ReceiptEnqueue(ctx context.Context, db DBTX, paymentID int64) error {
+	_, err := db.Exec(ctx, receiptEnqueue, paymentID)
+	return err
+}
+
+const receiptOutboxClaim = `-- name: ReceiptOutboxClaim :many
+SELECT o.payment_id, o.attempts, p.user_id, p.amount, p.currency,
+       EXISTS (SELECT 1 FROM receipts AS r WHERE r.payment_id = o.payment_id) AS recorded
+FROM receipt_outbox AS o
+JOIN payments AS p ON p.id = o.payment_id
+WHERE o.run_at <= now()
+ORDER BY o.run_at
+LIMIT $1::int
+FOR UPDATE OF o SKIP LOCKED
+`
+
+type ReceiptOutboxClaimRow struct {
+	PaymentID int64
+	Attempts  int32
+	UserID    int64
+	Amount    int64
+	Currency  string
+	Recorded  bool
+}
+
+// ReceiptOutboxClaim locks up to max_rows receipts due now, oldest first,
+// skipping those another dispatcher holds, with what a delivery needs.
+func (q *Queries) ReceiptOutboxClaim(ctx context.Context, db DBTX, maxRows int32) ([]*ReceiptOutboxClaimRow, error) {
+	rows, err := db.Query(ctx, receiptOutboxClaim, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []*ReceiptOutboxClaimRow
+	for rows.Next() {
+		var i ReceiptOutboxClaimRow
+		if err := rows.Scan(
+			&i.PaymentID,
+			&i.Attempts,
+			&i.UserID,
+			&i.Amount,
+			&i.Currency,
+			&i.Recorded,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, &i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const receiptOutboxPending = `-- name: ReceiptOutboxPending :one
+SELECT count(*) FROM receipt_outbox
+`
+
+// ReceiptOutboxPending counts the receipts not yet delivered.
+func (q *Queries) ReceiptOutboxPending(ctx context.Context, db DBTX) (int64, error) {
+	row := db.QueryRow(ctx, receiptOutboxPending)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const receiptOutboxRetry = `-- name: ReceiptOutboxRetry :exec
+UPDATE receipt_outbox
+SET attempts = attempts + 1,
+    run_at = now() + make_interval(secs => least(power(2, attempts + 1), 3600)),
+    last_error = $1
+WHERE payment_id = $2
+`
+
+type ReceiptOutboxRetryParams struct {
+	LastError *string
+	PaymentID int64
+}
+
+// ReceiptOutboxRetry puts failed deliveries off: the n-th failure waits
+// 2^n seconds, at most an hour.
+func (q *Queries) ReceiptOutboxRetry(ctx context.Context, db DBTX, arg *ReceiptOutboxRetryParams) error {
+	_, err := db.Exec(ctx, receiptOutboxRetry, arg.LastError, arg.PaymentID)
+	return err
+}
+
+const receiptsRecord = `-- name: ReceiptsRecord :exec
+WITH done AS (
+    DELETE FROM receipt_outbox AS o
+    WHERE o.payment_id = ANY ($1::bigint[])
+    RETURNING o.payment_id
+)
+INSERT INTO receipts (payment_id, user_id, amount, currency)
+SELECT p.id, p.user_id, p.amount, p.currency
+FROM done JOIN payments AS p ON p.id = done.payment_id
+ON CONFLICT (payment_id) DO NOTHING
+`
+
+// ReceiptsRecord records the receipts of the delivered payments and takes
+// them out of the outbox, in one statement.
+func (q *Queries) ReceiptsRecord(ctx context.Context, db DBTX, paymentIds []int64) error {
+	_, err := db.Exec(ctx, receiptsRecord, paymentIds)
+	return err
 }

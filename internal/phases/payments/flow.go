@@ -40,7 +40,7 @@ const (
 	Path   = "/payments"
 )
 
-// EnqueueReceipt inserts the receipt job of a payment in the transaction
+// EnqueueReceipt puts a payment's receipt in the outbox in the transaction
 // that finishes its key: the transactional outbox.
 type EnqueueReceipt func(ctx context.Context, tx pgx.Tx, paymentID int64) error
 
