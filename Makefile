@@ -3,7 +3,9 @@
 #   make run      a local Postgres and the Stripe emulator when none is
 #                 configured, migrations, a demo user, and the API
 #   make test     the whole suite against real Postgres
-#   make bench    throughput and latency against Postgres's own ceiling
+#   make bench    the service against the bare service and Postgres's own
+#                 ceiling; report in .tmp/bench/ (BENCH_WRITE=1: BENCHMARKS.md
+#                 and docs/bench.svg; BENCH_PROFILE=1: with Go profiles)
 #   make chaos    the fault run: kills, restarts, processor faults
 #   make chaos-failover  the fault run through a Postgres failover, to a
 #                 synchronous standby and then to an asynchronous one
@@ -61,10 +63,14 @@ FUZZTIME ?= 10s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/idempotency
 	$(GO) test -run '^$$' -fuzz '^FuzzFingerprint$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/idempotency
+	$(GO) test -run '^$$' -fuzz '^FuzzAlreadyCanonical$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/idempotency
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeParams$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/phases/payments
+	$(GO) test -run '^$$' -fuzz '^FuzzSplitObject$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/jsonbody
 
-# BENCH_DURATION=2s is the quick form CI runs; the committed BENCHMARKS.md
-# comes from a longer run (see its header for the command).
+# BENCH_DURATION=2s is the quick form CI runs. The report and plot go to
+# .tmp/bench/; only BENCH_WRITE=1 rewrites the committed BENCHMARKS.md and
+# docs/bench.svg, from a full run (see its header for the command).
+# BENCH_PROFILE=1 adds the service's Go profiles (scripts/bench.sh).
 bench: build
 	scripts/bench.sh
 

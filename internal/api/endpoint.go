@@ -108,10 +108,10 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 		Fingerprint: fingerprint,
 	})
 	logRecoveryPoint(r, res, err)
-	outcomes := s.metrics.IdempotencyOutcomes.MustCurryWith(map[string]string{"flow": ep.Flow.Name})
+	outcomes := s.metrics.IdempotencyOutcomes
 	if err != nil {
 		f := classify(err)
-		outcomes.WithLabelValues(f.outcome).Inc()
+		outcomes.WithLabelValues(ep.Flow.Name, f.outcome).Inc()
 		f.write(w, r, err)
 		return
 	}
@@ -119,7 +119,7 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	if res.Replayed {
 		outcome = metrics.OutcomeReplayed
 	}
-	outcomes.WithLabelValues(outcome).Inc()
+	outcomes.WithLabelValues(ep.Flow.Name, outcome).Inc()
 	writeStored(w, res)
 }
 

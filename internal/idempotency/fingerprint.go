@@ -20,15 +20,13 @@ import (
 //
 // It returns the canonical body too, which is what the key row stores.
 func Fingerprint(method, path string, body []byte) (canonical, sum []byte, err error) {
-	canonical, err = jcs.Transform(body)
-	if err != nil {
+	if alreadyCanonical(body) {
+		canonical = body
+	} else if canonical, err = jcs.Transform(body); err != nil {
 		return nil, nil, fmt.Errorf("error canonicalizing request body: %w", err)
 	}
-	h := sha256.New()
-	h.Write([]byte(method))
-	h.Write([]byte{'\n'})
-	h.Write([]byte(path))
-	h.Write([]byte{'\n'})
-	h.Write(canonical)
-	return canonical, h.Sum(nil), nil
+	buf := make([]byte, 0, len(method)+len(path)+2+len(canonical))
+	buf = append(append(append(append(append(buf, method...), '\n'), path...), '\n'), canonical...)
+	s := sha256.Sum256(buf)
+	return canonical, s[:], nil
 }

@@ -3,7 +3,6 @@ package payments
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 
 	"github.com/paymentsd/paymentsd/internal/jsonbody"
 	"github.com/paymentsd/paymentsd/internal/problem"
@@ -17,12 +16,14 @@ const (
 	maxPaymentMethod  = 255
 )
 
-// Params is a validated payment request.
+// Params is a validated payment request. Its members are in RFC 8785's
+// order (sorted by name), so that its encoding is already canonical unless a
+// string needs an escape, and the fingerprint need not parse it again.
 type Params struct {
 	Amount        int64   `json:"amount"`
 	Currency      string  `json:"currency"`
-	PaymentMethod string  `json:"payment_method"`
 	Description   *string `json:"description,omitempty"`
+	PaymentMethod string  `json:"payment_method"`
 }
 
 // Canonical is the request as its fingerprint and its key row see it: only
@@ -35,9 +36,26 @@ func (p *Params) Canonical() []byte {
 	return b
 }
 
-// paymentMethodPattern admits Stripe PaymentMethod ids only. The prefix
-// keeps a card number typed into the field from ever being stored.
-var paymentMethodPattern = regexp.MustCompile(`^pm_[A-Za-z0-9_]+$`)
+// isPaymentMethod admits Stripe PaymentMethod ids only (`^pm_[A-Za-z0-9_]+$`,
+// at most maxPaymentMethod bytes). The prefix keeps a card number typed into
+// the field from ever being stored.
+func isPaymentMethod(s string) bool {
+	if len(s) <= len("pm_") || len(s) > maxPaymentMethod || s[:3] != "pm_" {
+		return false
+	}
+	for i := 3; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	isDescription        = jsonbody.FreeText(MaxDescriptionLen)
+	invalidPaymentMethod = fmt.Sprintf("must be a Stripe PaymentMethod id (pm_…) of at most %d letters, digits and underscores", maxPaymentMethod)
+	invalidDescription   = fmt.Sprintf("must be at most %d characters without control characters", MaxDescriptionLen)
+)
 
 // Decode decodes a payment request for the API: its canonical params, or
 // what is wrong with the body. A payment has no path values.
@@ -60,11 +78,8 @@ func DecodeParams(body []byte) (*Params, []problem.FieldError) {
 	var p Params
 	p.Amount, _ = o.Int("amount", MinAmount, MaxAmount, true, " (minor units)")
 	p.Currency, _ = o.String("currency", true, isCurrency, "must be a lowercase ISO 4217 currency code, such as usd")
-	p.PaymentMethod, _ = o.String("payment_method", true, func(s string) bool {
-		return len(s) <= maxPaymentMethod && paymentMethodPattern.MatchString(s)
-	}, fmt.Sprintf("must be a Stripe PaymentMethod id (pm_…) of at most %d letters, digits and underscores", maxPaymentMethod))
-	if s, ok := o.String("description", false, jsonbody.FreeText(MaxDescriptionLen),
-		fmt.Sprintf("must be at most %d characters without control characters", MaxDescriptionLen)); ok {
+	p.PaymentMethod, _ = o.String("payment_method", true, isPaymentMethod, invalidPaymentMethod)
+	if s, ok := o.String("description", false, isDescription, invalidDescription); ok {
 		p.Description = &s
 	}
 	if errs := o.Errors(); errs != nil {

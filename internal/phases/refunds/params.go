@@ -21,11 +21,14 @@ import (
 var Reasons = []string{"duplicate", "fraudulent", "requested_by_customer"}
 
 // Params is a validated refund request: the path's payment and the body.
+//
+// Its members are in RFC 8785's order (sorted by name), so that its encoding
+// is already canonical unless a string needs an escape.
 type Params struct {
-	PaymentID int64 `json:"payment_id"`
 	// Amount is nil for "all that is still refundable".
-	Amount *int64  `json:"amount,omitempty"`
-	Reason *string `json:"reason,omitempty"`
+	Amount    *int64  `json:"amount,omitempty"`
+	PaymentID int64   `json:"payment_id"`
+	Reason    *string `json:"reason,omitempty"`
 }
 
 // Decode decodes a refund request for the API: the payment id from the path
