@@ -1,5 +1,9 @@
+-- IdempotencyKeyGetByUserKey reads what answering for an existing key
+-- needs, and no more: every request starts with it, and a replay ends with
+-- it.
 -- name: IdempotencyKeyGetByUserKey :one
-SELECT *
+SELECT id, request_fingerprint, recovery_point, lock_token, needs_attention_at, last_error,
+       response_code, response_headers, response_body
 FROM idempotency_keys
 WHERE user_id = @user_id
   AND idempotency_key = @idempotency_key;

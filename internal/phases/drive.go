@@ -27,7 +27,7 @@ func (e *Engine) drive(ctx context.Context, flow *Flow, open opener, fresh bool)
 		// finished meanwhile (another run, or the remote party's own word
 		// through a webhook), its stored answer is the answer.
 		if key, rerr := e.queries.IdempotencyKeyGetByID(ctx, e.pool, run.Key.ID); rerr == nil && RecoveryPoint(key.RecoveryPoint) == Finished {
-			return replay(key)
+			return replay(stateOf(key))
 		}
 	}
 	return res, err

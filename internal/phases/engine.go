@@ -222,15 +222,29 @@ func (e *Engine) Resume(ctx context.Context, keyID int64) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := e.resume(ctx, flow, key)
+	res, err := e.resume(ctx, flow, stateOf(key))
 	if errors.Is(err, errRaced) {
 		return nil, errInProgress()
 	}
 	return res, err
 }
 
+// keyState is what answering for an existing key needs: its stored answer,
+// whether a run holds it, whether it awaits an operator. Execute reads only
+// this much of a key.
+type keyState = dbsqlc.IdempotencyKeyGetByUserKeyRow
+
+// stateOf is a whole key's keyState.
+func stateOf(key *dbsqlc.IdempotencyKey) *keyState {
+	return &keyState{
+		ID: key.ID, RequestFingerprint: key.RequestFingerprint, RecoveryPoint: key.RecoveryPoint,
+		LockToken: key.LockToken, NeedsAttentionAt: key.NeedsAttentionAt, LastError: key.LastError,
+		ResponseCode: key.ResponseCode, ResponseHeaders: key.ResponseHeaders, ResponseBody: key.ResponseBody,
+	}
+}
+
 // resume answers for an existing key with a matching fingerprint.
-func (e *Engine) resume(ctx context.Context, flow *Flow, key *dbsqlc.IdempotencyKey) (*Result, error) {
+func (e *Engine) resume(ctx context.Context, flow *Flow, key *keyState) (*Result, error) {
 	if RecoveryPoint(key.RecoveryPoint) == Finished {
 		return replay(key)
 	}
@@ -245,14 +259,14 @@ func (e *Engine) resume(ctx context.Context, flow *Flow, key *dbsqlc.Idempotency
 	}
 	// The lease went elsewhere between our read and our update: either the
 	// key finished meanwhile, or another run holds it now.
-	key, err = e.queries.IdempotencyKeyGetByID(ctx, e.pool, key.ID)
+	again, err := e.queries.IdempotencyKeyGetByID(ctx, e.pool, key.ID)
 	if err = db.InterpretError(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {
 			return nil, errRaced
 		}
 		return nil, fmt.Errorf("error reading idempotency key: %w", err)
 	}
-	if RecoveryPoint(key.RecoveryPoint) == Finished {
+	if key = stateOf(again); RecoveryPoint(key.RecoveryPoint) == Finished {
 		return replay(key)
 	}
 	if err := awaitingOperator(key); err != nil {
@@ -262,7 +276,7 @@ func (e *Engine) resume(ctx context.Context, flow *Flow, key *dbsqlc.Idempotency
 }
 
 // awaitingOperator is the answer for a key parked for an operator, or nil.
-func awaitingOperator(key *dbsqlc.IdempotencyKey) error {
+func awaitingOperator(key *keyState) error {
 	if key.NeedsAttentionAt == nil {
 		return nil
 	}
@@ -333,7 +347,7 @@ func (e *Engine) leaseKey(id int64, wasLeased bool) opener {
 	}
 }
 
-func replay(key *dbsqlc.IdempotencyKey) (*Result, error) {
+func replay(key *keyState) (*Result, error) {
 	resp := &Response{Status: int(*key.ResponseCode), Body: key.ResponseBody}
 	if len(key.ResponseHeaders) > 0 {
 		if err := json.Unmarshal(key.ResponseHeaders, &resp.Headers); err != nil {

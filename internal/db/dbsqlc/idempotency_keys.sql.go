@@ -161,7 +161,8 @@ func (q *Queries) IdempotencyKeyGetByID(ctx context.Context, db DBTX, id int64) 
 }
 
 const idempotencyKeyGetByUserKey = `-- name: IdempotencyKeyGetByUserKey :one
-SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow
+SELECT id, request_fingerprint, recovery_point, lock_token, needs_attention_at, last_error,
+       response_code, response_headers, response_body
 FROM idempotency_keys
 WHERE user_id = $1
   AND idempotency_key = $2
@@ -172,31 +173,34 @@ type IdempotencyKeyGetByUserKeyParams struct {
 	IdempotencyKey string
 }
 
-func (q *Queries) IdempotencyKeyGetByUserKey(ctx context.Context, db DBTX, arg *IdempotencyKeyGetByUserKeyParams) (*IdempotencyKey, error) {
+type IdempotencyKeyGetByUserKeyRow struct {
+	ID                 int64
+	RequestFingerprint []byte
+	RecoveryPoint      string
+	LockToken          uuid.NullUUID
+	NeedsAttentionAt   *time.Time
+	LastError          *string
+	ResponseCode       *int32
+	ResponseHeaders    []byte
+	ResponseBody       []byte
+}
+
+// IdempotencyKeyGetByUserKey reads what answering for an existing key
+// needs, and no more: every request starts with it, and a replay ends with
+// it.
+func (q *Queries) IdempotencyKeyGetByUserKey(ctx context.Context, db DBTX, arg *IdempotencyKeyGetByUserKeyParams) (*IdempotencyKeyGetByUserKeyRow, error) {
 	row := db.QueryRow(ctx, idempotencyKeyGetByUserKey, arg.UserID, arg.IdempotencyKey)
-	var i IdempotencyKey
+	var i IdempotencyKeyGetByUserKeyRow
 	err := row.Scan(
 		&i.ID,
-		&i.UserID,
-		&i.IdempotencyKey,
-		&i.CreatedAt,
-		&i.LastRunAt,
-		&i.RequestMethod,
-		&i.RequestPath,
-		&i.RequestParams,
 		&i.RequestFingerprint,
 		&i.RecoveryPoint,
 		&i.LockToken,
-		&i.LockedAt,
-		&i.LockedBy,
-		&i.Runs,
+		&i.NeedsAttentionAt,
+		&i.LastError,
 		&i.ResponseCode,
 		&i.ResponseHeaders,
 		&i.ResponseBody,
-		&i.FinishedAt,
-		&i.NeedsAttentionAt,
-		&i.LastError,
-		&i.Flow,
 	)
 	return &i, err
 }
