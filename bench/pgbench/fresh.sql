@@ -1,8 +1,13 @@
--- The SQL ceiling of a fresh payment: the two transactions the service
--- commits for POST /payments with a new Idempotency-Key, statement for
--- statement as in db/queries (keep the two in step), without HTTP, auth, the
--- key lookup before reserving, or the Stripe call. One run of this script is
--- one payment, so pgbench's tps is payments per second.
+-- The SQL ceiling of a fresh payment: the two transactions committed for
+-- POST /payments with a new Idempotency-Key, without HTTP, auth, the key
+-- lookup before reserving, or the Stripe call. One run of this script is one
+-- payment, so pgbench's tps is payments per second.
+--
+-- It is statement for statement what the bare service (internal/bench/bare)
+-- runs: keep the two in step. Both follow the service's own statements in
+-- db/queries, less what only the service needs (the per-user cap and the
+-- tombstone check on the key insert); the bare passes the stored answer as a
+-- parameter where this script builds it in SQL.
 --
 -- Variables (pgbench -D): umin, umax = the range of existing user ids.
 --
@@ -25,8 +30,9 @@ INSERT INTO idempotency_keys (
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING id AS key_id, lock_token AS token \gset
 WITH payment AS (
-    INSERT INTO payments (user_id, idempotency_key_id, amount, currency, payment_method, description)
-    VALUES (:u::bigint, :key_id::bigint, 2000, 'usd', 'pm_card_visa', NULL)
+    INSERT INTO payments (user_id, idempotency_key_id, intent_id, amount, currency, payment_method, description)
+    VALUES (:u::bigint, :key_id::bigint, left(md5('pgbench-' || :client_id::bigint || '-' || :r::bigint), 32),
+            2000, 'usd', 'pm_card_visa', NULL)
     RETURNING *
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
@@ -34,7 +40,7 @@ WITH payment AS (
            jsonb_build_object('status', p.status, 'idempotency_key_id', p.idempotency_key_id)
     FROM payment AS p
 )
-SELECT id AS payment_id FROM payment \gset
+SELECT id AS payment_id, created_at FROM payment \gset
 UPDATE idempotency_keys
 SET recovery_point = 'payment_created', locked_at = now(), last_run_at = now()
 WHERE id = :key_id::bigint AND lock_token = :token::uuid;
@@ -60,14 +66,14 @@ WITH payment AS (
     FROM payment AS p
 )
 SELECT id FROM payment;
--- The transactional outbox: the receipt job, as River's InsertTx writes it.
-INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, tags)
-VALUES (jsonb_build_object('payment_id', :payment_id::bigint), 'receipt', 25, 1, 'default', 'scheduled',
-        now() + interval '100 years', '{}'); -- scheduled far ahead: no worker of a running service picks it up
+-- The transactional outbox: the payment's receipt (ReceiptEnqueue), due in a
+-- hundred years so that the dispatcher of a running service never takes it.
+INSERT INTO receipt_outbox (payment_id, run_at) VALUES (:payment_id::bigint, now() + interval '100 years')
+ON CONFLICT (payment_id) DO NOTHING;
 UPDATE idempotency_keys
 SET recovery_point = 'finished', lock_token = NULL, locked_by = NULL, locked_at = NULL,
     last_run_at = now(), finished_at = now(), response_code = 201,
     response_headers = '{"Content-Type":"application/json","Location":"/payments/1"}',
-    response_body = convert_to('{"id":' || :payment_id::bigint || ',"amount":2000,"currency":"usd","status":"succeeded","stripe_payment_intent_id":"pi_pgbench_' || :payment_id::bigint || '","description": null,"created_at":"2026-01-01T00:00:00.000000Z"}', 'UTF8')
+    response_body = convert_to('{"id":' || :payment_id::bigint || ',"amount":2000,"currency":"usd","status":"succeeded","stripe_payment_intent_id":"pi_pgbench_' || :payment_id::bigint || '","description":' || 'null,"amount_refunded":0,"disputed":' || 'false,"created_at":"2026-01-01T00:00:00.000000Z"}' || chr(10), 'UTF8')
 WHERE id = :key_id::bigint AND lock_token = :token::uuid;
 COMMIT;

@@ -1,0 +1,40 @@
+// Command paymentsd-bare is the bare service, the yardstick `make bench`
+// reads paymentsd against (internal/bench/bare): a benchmark's instrument,
+// never part of the service. DATABASE_URL, STRIPE_API_BASE and
+// STRIPE_SECRET_KEY are read as paymentsd reads them.
+//
+//	paymentsd-bare [-addr 127.0.0.1:8090] -users users.jsonl
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/paymentsd/paymentsd/internal/bench/bare"
+	"github.com/paymentsd/paymentsd/internal/config"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8090", "address to listen on")
+	users := flag.String("users", "", "file of `paymentsd users create` lines: the API keys to accept")
+	flag.Parse()
+	if *users == "" || os.Getenv("DATABASE_URL") == "" || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: DATABASE_URL=… STRIPE_API_BASE=… paymentsd-bare [-addr host:port] -users FILE")
+		os.Exit(2)
+	}
+	key := os.Getenv("STRIPE_SECRET_KEY")
+	if key == "" {
+		key = config.EmulatorSecretKey
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := bare.Run(ctx, *addr, os.Getenv("DATABASE_URL"), os.Getenv("STRIPE_API_BASE"), key, *users)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "paymentsd-bare:", err)
+		os.Exit(1)
+	}
+}
