@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
 # The engine of `make bench`: throughput and latency of POST /payments (fresh
-# payments and replays) against the SQL ceiling of the same work, measured
-# with pgbench in the same run on the same cluster. Writes BENCHMARKS.md and
-# docs/bench.svg.
+# payments and replays) read against the bare service (cmd/paymentsd-bare,
+# the yardstick: the same two commits and the same Stripe call, nothing
+# else), with the SQL ceiling of the same work measured by pgbench beside
+# both, all in one run on one cluster with one emulator.
+#
+# Writes its report and plot to .tmp/bench/ (BENCHMARKS.md, bench.svg) with
+# the results as JSON beside them; the committed BENCHMARKS.md and
+# docs/bench.svg change only with BENCH_WRITE=1.
 #
 #   BENCH_DURATION=10s  the measured window of every run (2s for a quick run)
 #   BENCH_CONNS=1,8,32,64
+#   BENCH_WRITE=1       write BENCHMARKS.md and docs/bench.svg in the repository
+#   BENCH_PROFILE=1     serve the service's Go profiles (PAYMENTSD_PPROF_ADDR)
+#                       and, during its fresh and replay runs at 32
+#                       connections, fetch a CPU profile of the window and
+#                       its allocations and blocking (saved in
+#                       .tmp/bench/profiles/); the report summarizes them
 #   DATABASE_URL        the Postgres server to use; without it, the throwaway
-#                       cluster of scripts/postgres.sh (stopped again at exit
-#                       if this script started it and no one else uses it)
-#   BENCH_CPUPROFILE=F  run the service under a CPU profiler and write the
-#                       profile to F (read it with `go tool pprof -top bin/paymentsd-profiled F`)
-#   BENCH_POOL_MAX_CONNS=N  give the service's connection pool N connections
-#                       (pgx's pool_max_conns; its default is max(4, CPUs))
+#                       cluster of scripts/postgres.sh, which preloads
+#                       pg_stat_statements (stopped again at exit if this
+#                       script started it and no one else uses it)
+#   BENCH_POOL_MAX_CONNS=N  give the service's connection pool, and the bare
+#                       service's, N connections (pgx's pool_max_conns;
+#                       paymentsd's default is 16)
 #
 # The database paymentsd_bench is dropped and created afresh on that server.
 # Exit status: 0 when the run completed, whether or not the targets were met
@@ -34,6 +45,7 @@ if [ -n "${MAKELEVEL:-}" ]; then command="make bench"; else command="scripts/ben
 [ -n "${BENCH_DURATION:-}" ] && command="BENCH_DURATION=$BENCH_DURATION $command"
 [ -n "${BENCH_CONNS:-}" ] && command="BENCH_CONNS=$BENCH_CONNS $command"
 [ -n "${BENCH_POOL_MAX_CONNS:-}" ] && command="BENCH_POOL_MAX_CONNS=$BENCH_POOL_MAX_CONNS $command"
+[ -n "${BENCH_PROFILE:-}" ] && command="BENCH_PROFILE=$BENCH_PROFILE $command"
 # (A password in DATABASE_URL is not shown.)
 [ -n "${DATABASE_URL:-}" ] && command="DATABASE_URL='$(sed -E 's#(://[^:/@]*):[^@]*@#\1:xxxxx@#' <<<"$DATABASE_URL")' $command"
 
@@ -44,14 +56,16 @@ if ! command -v pgbench >/dev/null 2>&1; then
   apt-get install -y -qq postgresql-client >&2
 fi
 
-say "building bin/paymentsd and bin/paymentsd-bench"
-go build -o bin/paymentsd ./cmd/paymentsd
-go build -o bin/paymentsd-bench ./cmd/paymentsd-bench
-serve=(bin/paymentsd serve)
-if [ -n "${BENCH_CPUPROFILE:-}" ]; then
-  go build -o bin/paymentsd-profiled ./cmd/paymentsd-bench/profiled
-  serve=(bin/paymentsd-profiled serve)
+if [ -n "${BENCH_WRITE:-}" ]; then
+  md=BENCHMARKS.md svg=docs/bench.svg
+else
+  md=$work/BENCHMARKS.md svg=$work/bench.svg
 fi
+
+say "building bin/paymentsd, bin/paymentsd-bare and bin/paymentsd-bench"
+go build -o bin/paymentsd ./cmd/paymentsd
+go build -o bin/paymentsd-bare ./cmd/paymentsd-bare
+go build -o bin/paymentsd-bench ./cmd/paymentsd-bench
 
 pids=()
 release_postgres=false
@@ -89,14 +103,22 @@ fi
 
 emulator_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
 service_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
-say "starting the Stripe emulator on $emulator_addr and paymentsd on $service_addr (logs in .tmp/bench)"
+bare_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
+pprof_addr= profile_args=()
+if [ -n "${BENCH_PROFILE:-}" ]; then
+  pprof_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
+  rm -rf "$work/profiles"
+  profile_args=(-pprof "http://$pprof_addr" -profile-dir "$work/profiles" -go "$(command -v go)")
+fi
+say "starting the Stripe emulator on $emulator_addr, paymentsd on $service_addr and the bare service on $bare_addr (logs in .tmp/bench)"
 bin/paymentsd stripefake --addr "$emulator_addr" 2>"$work/stripefake.log" &
 pids+=($!)
 bin/paymentsd-bench wait -url "http://$emulator_addr/_fake/stats" -timeout 30s
 DATABASE_URL=$service_url PAYMENTSD_ADDR=$service_addr STRIPE_API_BASE=http://$emulator_addr \
-  PAYMENTSD_LOG_LEVEL=warn PAYMENTSD_RATE_LIMIT=0 BENCH_CPUPROFILE=${BENCH_CPUPROFILE:-} \
-  "${serve[@]}" 2>"$work/serve.log" &
-pids+=($!)
+  PAYMENTSD_LOG_LEVEL=warn PAYMENTSD_RATE_LIMIT=0 PAYMENTSD_PPROF_ADDR=$pprof_addr \
+  bin/paymentsd serve 2>"$work/serve.log" &
+service_pid=$!
+pids+=($service_pid)
 if ! bin/paymentsd-bench wait -url "http://$service_addr/readyz" -timeout 60s; then
   say "paymentsd did not start; its log:"
   tail -n 30 "$work/serve.log" >&2
@@ -109,21 +131,37 @@ for i in 1 2 3 4 5 6 7 8; do
   DATABASE_URL=$bench_url bin/paymentsd users create --email "bench-$i@example.com" >>"$users"
 done
 
-say "measuring at $conns connections, $duration per run"
-bin/paymentsd-bench run \
-  -service "http://$service_addr" -emulator "http://$emulator_addr" \
-  -admin-url "$admin_url" -db-url "$bench_url" -db "$db" \
-  -users "$users" -conns "$conns" -duration "$duration" \
-  -pgbench "$(command -v pgbench)" -scripts bench/pgbench \
-  -json "$work/results.json" -md BENCHMARKS.md -svg docs/bench.svg \
-  -command "$command"
-
-# The service must have survived the run.
-if ! kill -0 "${pids[1]}" 2>/dev/null; then
-  say "paymentsd exited during the run; its log:"
-  tail -n 30 "$work/serve.log" >&2
+DATABASE_URL=$service_url STRIPE_API_BASE=http://$emulator_addr \
+  bin/paymentsd-bare -addr "$bare_addr" -users "$users" 2>"$work/bare.log" &
+bare_pid=$!
+pids+=($bare_pid)
+if ! bin/paymentsd-bench wait -url "http://$bare_addr/healthz" -timeout 60s; then
+  say "paymentsd-bare did not start; its log:"
+  tail -n 30 "$work/bare.log" >&2
   exit 1
 fi
-if [ -s "$work/serve.log" ]; then
-  say "paymentsd logged $(wc -l <"$work/serve.log") warning or error lines: see .tmp/bench/serve.log"
+
+say "measuring at $conns connections, $duration per run"
+bin/paymentsd-bench run \
+  -service "http://$service_addr" -bare "http://$bare_addr" -emulator "http://$emulator_addr" \
+  -admin-url "$admin_url" -db-url "$bench_url" -db "$db" \
+  -users "$users" -conns "$conns" -duration "$duration" \
+  -pgbench "$(command -v pgbench)" -scripts bench/pgbench "${profile_args[@]}" \
+  -json "$work/results.json" -md "$md" -svg "$svg" \
+  -command "$command"
+
+# Both services must have survived the run.
+for name in paymentsd:serve:$service_pid paymentsd-bare:bare:$bare_pid; do
+  IFS=: read -r prog log pid <<<"$name"
+  if ! kill -0 "$pid" 2>/dev/null; then
+    say "$prog exited during the run; its log:"
+    tail -n 30 "$work/$log.log" >&2
+    exit 1
+  fi
+  if [ -s "$work/$log.log" ]; then
+    say "$prog logged $(wc -l <"$work/$log.log") lines: see .tmp/bench/$log.log"
+  fi
+done
+if [ -z "${BENCH_WRITE:-}" ]; then
+  say "the report is in ${md#"$root"/} (BENCH_WRITE=1 writes BENCHMARKS.md and docs/bench.svg instead)"
 fi

@@ -93,7 +93,14 @@ func runCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 		md       = fs.String("md", "BENCHMARKS.md", "report to write")
 		svg      = fs.String("svg", "docs/bench.svg", "plot to write")
 	)
+	var profiler Profiler
 	fs.StringVar(&cfg.ServiceURL, "service", "", "base URL of paymentsd serve")
+	fs.StringVar(&cfg.BareURL, "bare", "", "base URL of the bare service (paymentsd-bare)")
+	fs.IntVar(&cfg.SlowConns, "slow-conns", SlowConns, "payments in flight at the slow-processor point (0: skip it)")
+	fs.DurationVar(&cfg.SlowLatency, "slow-latency", SlowLatency, "the emulator's latency at the slow-processor point")
+	fs.StringVar(&profiler.URL, "pprof", "", "base URL of the service's pprof server: profile its runs at 32 connections")
+	fs.StringVar(&profiler.Dir, "profile-dir", ".tmp/bench/profiles", "where to save the profiles")
+	fs.StringVar(&profiler.Go, "go", "go", "the go command, for go tool pprof")
 	fs.StringVar(&cfg.EmulatorURL, "emulator", "", "base URL of the Stripe emulator")
 	fs.StringVar(&cfg.AdminURL, "admin-url", "", "URL of another database on the server, for the counters")
 	fs.StringVar(&cfg.BenchURL, "db-url", "", "URL of the bench database")
@@ -102,9 +109,12 @@ func runCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 	fs.StringVar(&cfg.PGBench.Path, "pgbench", "pgbench", "pgbench binary")
 	fs.StringVar(&cfg.Scripts, "scripts", "bench/pgbench", "directory of fresh.sql and replay.sql")
 	fs.StringVar(&cfg.Command, "command", "make bench", "the command to show in the report")
-	if fs.Parse(args) != nil || fs.NArg() > 0 || cfg.ServiceURL == "" || cfg.EmulatorURL == "" ||
-		cfg.AdminURL == "" || cfg.BenchURL == "" || *users == "" || *duration <= 0 {
+	if fs.Parse(args) != nil || fs.NArg() > 0 || cfg.ServiceURL == "" || cfg.BareURL == "" || cfg.EmulatorURL == "" ||
+		cfg.AdminURL == "" || cfg.BenchURL == "" || *users == "" || *duration <= 0 || cfg.SlowConns < 0 || cfg.SlowLatency <= 0 {
 		return errUsage
+	}
+	if profiler.URL != "" {
+		cfg.Profiler = &profiler
 	}
 	var err error
 	if cfg.Conns, err = parseConns(*conns); err != nil {

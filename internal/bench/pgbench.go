@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -35,6 +36,11 @@ var (
 	processedRe = regexp.MustCompile(`(?m)^number of transactions actually processed: (\d+)`)
 	failedRe    = regexp.MustCompile(`(?m)^number of failed transactions: (\d+)`)
 )
+
+// errNothingProcessed is a pgbench run that finished no transaction at all
+// and failed none: every client waited out the whole run, as when a shared
+// machine stalls the cluster's disk for longer than the run.
+var errNothingProcessed = errors.New("no transaction finished within the run")
 
 // Version is pgbench's own version line.
 func (p *PGBench) Version(ctx context.Context) string {
@@ -75,6 +81,11 @@ func (p *PGBench) Run(ctx context.Context, script string, conns int) (Ceiling, e
 		return Ceiling{}, fmt.Errorf("pgbench %s -c %d failed (%v):\n%s", filepath.Base(script), conns, runErr, tail(text, 20))
 	}
 	var c Ceiling
+	if m := processedRe.FindStringSubmatch(text); m != nil && m[1] == "0" {
+		if f := failedRe.FindStringSubmatch(text); f == nil || f[1] == "0" {
+			return c, fmt.Errorf("pgbench %s -c %d: %w", filepath.Base(script), conns, errNothingProcessed)
+		}
+	}
 	m := tpsRe.FindStringSubmatch(text)
 	if m == nil {
 		return c, fmt.Errorf("pgbench %s -c %d printed no tps:\n%s", filepath.Base(script), conns, tail(text, 20))

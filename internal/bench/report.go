@@ -12,9 +12,12 @@ func Markdown(r *Results, svgPath string) string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
 	w("# Benchmarks\n\n")
-	w("Throughput and latency of `POST /payments` — fresh payments and replays — each set against the SQL\n")
-	w("ceiling of the same work measured with pgbench in the same run, on the same Postgres cluster\n")
-	w("(design.md §5). Written by `make bench` (scripts/bench.sh, cmd/paymentsd-bench); do not edit by hand.\n\n")
+	w("Throughput and latency of `POST /payments`, fresh payments and replays, read against the **bare service**\n")
+	w("(`cmd/paymentsd-bare`, `internal/bench/bare`): the same two commits, the same stripe-go call to the same\n")
+	w("Stripe emulator, and nothing else, measured in the same run with the same load generator, emulator and\n")
+	w("Postgres cluster. The SQL ceilings of the same work, pgbench running `bench/pgbench/fresh.sql` and\n")
+	w("`replay.sql`, are shown beside both. Written by `make bench` (scripts/bench.sh, cmd/paymentsd-bench;\n")
+	w("the committed copy by `make bench BENCH_WRITE=1`); do not edit by hand.\n\n")
 	w("- **Date:** %s (UTC), %s of measurement\n", r.Started.Format("2006-01-02 15:04"), r.Finished.Sub(r.Started).Round(1e9))
 	w("- **Command:** `%s`\n", r.Command)
 	w("- **Each run:** %s measured after a %s warm-up (HTTP); pgbench `-M prepared -n -T %d -j 2`; connections %s\n",
@@ -22,7 +25,7 @@ func Markdown(r *Results, svgPath string) string {
 	w("- **Load:** %d users; replays cycle over %d finished keys per user\n\n", r.Users, r.ReplayKeys)
 
 	w("## Results\n\n%s\n", Tables(r))
-	w("![Throughput and p99 latency against connections: the service beside its SQL ceiling](%s)\n\n", svgPath)
+	w("![Throughput and p99 latency against connections: the service beside the bare service and the SQL ceiling](%s)\n\n", svgPath)
 
 	w("## Machine\n\n| | |\n|---|---|\n")
 	m := r.Machine
@@ -37,9 +40,10 @@ func Markdown(r *Results, svgPath string) string {
 	}
 	w("\nThe load generator, the service, the Stripe emulator, pgbench and Postgres share these cores, and\n")
 	w("other work on the machine was not stopped for the run: absolute figures are noisy, which is why every\n")
-	w("service figure is read against a ceiling measured minutes apart from it at most.\n\n")
+	w("service figure is read against the bare service measured seconds apart from it.\n\n")
 
 	commitSection(&b, r)
+	profileSection(&b, r)
 	statementSection(&b, r)
 
 	w("## Method\n\n")
@@ -48,15 +52,29 @@ func Markdown(r *Results, svgPath string) string {
 	w("  inside the window; p50/p99 are over the successful ones. Fresh payments use a new\n")
 	w("  Idempotency-Key per request and client *i* sends as user *i* mod %d; replays cycle over the\n", r.Users)
 	w("  finished keys and must answer 201 with `Idempotent-Replayed: true` (anything else is an error).\n")
-	w("- **Emulator alone** posts the same charge (`amount=2000&currency=usd&payment_method=pm_card_visa&confirm=true`,\n")
-	w("  `Authorization: Bearer sk_test_x`, a new Idempotency-Key each, as the service sends) straight to the\n")
-	w("  emulator's `/v1/payment_intents`: the part of a fresh payment that is not ours.\n")
-	w("- **Ceilings:** `bench/pgbench/fresh.sql` is the service's two transactions of a fresh payment,\n")
+	w("  The service and the bare service get the same requests, each under keys of its own.\n")
+	w("- **The bare service** is the yardstick: a replay is one indexed read of the key; a fresh payment is\n")
+	w("  fresh.sql's first transaction, the service's stripe-go call (same parameters, intent-derived\n")
+	w("  Stripe key and metadata, same client), fresh.sql's second transaction, and the answer. It has no\n")
+	w("  validation, fingerprint, lease renewal, outbox worker, metrics or logs; it maps API keys to users\n")
+	w("  in memory, as the service's warm auth cache does, and has the service's pool size.\n")
+	w("- **Emulator alone** posts a charge (`amount=2000&currency=usd&payment_method=pm_card_visa&confirm=true`,\n")
+	w("  `Authorization: Bearer sk_test_x`, a new Idempotency-Key each) straight to the emulator's\n")
+	w("  `/v1/payment_intents`: the part of a fresh payment that is not ours.\n")
+	w("- **Ceilings:** `bench/pgbench/fresh.sql` is the bare service's two transactions of a fresh payment,\n")
 	w("  statement for statement, and nothing else (one script = one payment, so its tps is payments/s);\n")
-	w("  `bench/pgbench/replay.sql` is the one indexed lookup of a finished key by (user, key).\n")
-	w("- **Order at each connection count:** fresh payments, emulator alone, fresh.sql, replays, replay.sql.\n")
-	w("- **Targets** are judged at %d connections for the ratios and the p99, at every connection count\n", TargetConns)
-	w("  for 409s and errors, and over every fresh run for the commits.\n")
+	w("  `bench/pgbench/replay.sql` is the one indexed lookup of a finished key by (user, key). The shares\n")
+	w("  of the ceilings are reported, not judged.\n")
+	w("- **Order at each connection count:** bare fresh, emulator alone, service fresh, fresh.sql, service\n")
+	w("  replays, bare replays, replay.sql. The bare runs first so that its commits have settled before\n")
+	w("  the service's fresh run is bracketed (see the commits above); the emulator fills that wait.\n")
+	if s := r.Slow; s != nil {
+		w("- **Slow processor:** after every connection count, the emulator answers every create after a\n")
+		w("  fixed %.0f ms (its chaos latency, no faults) while %d clients keep payments in flight, against the\n", s.LatencyMS, s.Conns)
+		w("  service and then the bare service; the latency is reset afterwards.\n")
+	}
+	w("- **Targets** are judged at %d connections for throughput and p99, at every point for 409s and\n", TargetConns)
+	w("  errors, and at %s connections for the writing transactions.\n", joinInts(WritesConns, " and "))
 	return b.String()
 }
 
@@ -72,18 +90,19 @@ func commitSection(b *strings.Builder, r *Results) {
 		r.Noise.Seconds, r.Noise.XactPerSec, r.Noise.WritesPerSec)
 	w("%.2f phase commits/s in the bench database; %.2f transaction ids/s in the cluster), and the rest is\n",
 		r.Noise.PhaseWritesPerSec, r.Noise.XidPerSec)
-	w("divided by the payments created in the run, warm-up included. Over every fresh run:\n\n")
+	w("divided by the payments created in the run, warm-up included. The target counts writing\n")
+	w("transactions at each of %s connections (the tables give every point); over every fresh run:\n\n", joinInts(WritesConns, " and "))
 	if phases >= 0 {
-		w("- **Phase commits / payment: %.2f** — what the 2-commit target counts: the transactions that\n", phases)
-		w("  wrote the `idempotency_keys` table. Every phase commit writes the key row (its recovery point, its\n")
-		w("  lease), and during the run nothing else does (the completer and the reaper only touch stalled or\n")
-		w("  expired keys), so these are the commits a request waits for.\n")
-		w("- **Writing transactions / payment: %.2f** — every transaction that wrote to the bench database:\n", writing)
-		w("  the phase commits plus the service's background work for each payment (the outbox job's fetch\n")
-		w("  and completion, the receipt). Both come from pg_walinspect: the distinct transaction ids of the\n")
-		w("  WAL records that touch the bench database's relations, so nothing in other databases counts.\n")
+		w("- **Writing transactions / payment: %.2f** — what the target counts: every transaction that wrote\n", writing)
+		w("  to the bench database, the phase commits plus the service's background work for each payment\n")
+		w("  (delivering its receipt through the outbox). They come from pg_walinspect: the distinct transaction\n")
+		w("  ids of the WAL records that touch the bench database's relations, so nothing in other databases counts.\n")
+		w("- **Phase commits / payment: %.2f** — of those, the transactions that wrote the `idempotency_keys`\n", phases)
+		w("  table. Every phase commit writes the key row (its recovery point, its lease), and during the run\n")
+		w("  nothing else does (the completer and the reaper only touch stalled or expired keys), so these are\n")
+		w("  the commits a request waits for.\n")
 	} else {
-		w("- **Writing transactions / payment: %.2f** (%s) — what the 2-commit target is judged on here,\n", writing, sourceName(source))
+		w("- **Writing transactions / payment: %.2f** (%s) — what the target is judged on here,\n", writing, sourceName(source))
 		w("  background work included. pg_walinspect was not usable (%s), so the phase commits could not\n", r.WALInspect)
 		w("  be told apart, and the cluster's transaction ids (marked †) count anything else writing to the server.\n")
 	}
@@ -105,6 +124,17 @@ func commitSection(b *strings.Builder, r *Results) {
 		w("  writing transactions, gives xact_commit / writing transactions per script of %s\n", strings.Join(cal, ", "))
 		w("  (xact_commit also counts each pgbench connection's statement preparation).\n")
 	}
+	var bare []string
+	for _, p := range r.Points {
+		if p.BareWritesPerPayment != nil {
+			bare = append(bare, fmt.Sprintf("%.2f at %d", *p.BareWritesPerPayment, p.Conns))
+		}
+	}
+	if len(bare) > 0 {
+		w("- **The bare service**, which commits two writing transactions per payment and has no background\n")
+		w("  work, counted from the WAL over its own runs (read at once before and after, net of the background\n")
+		w("  rate): %s writing transactions per payment.\n", strings.Join(bare, ", "))
+	}
 	if r.StatStatements == "enabled" {
 		var parts []string
 		for _, p := range r.Points {
@@ -113,6 +143,37 @@ func commitSection(b *strings.Builder, r *Results) {
 		w("- **COMMIT statements / payment** (pg_stat_statements): %s.\n", strings.Join(parts, ", "))
 	}
 	w("\n")
+}
+
+// profileSection shows the service's Go profiles, or how to get them.
+func profileSection(b *strings.Builder, r *Results) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("## Where the service's time goes\n\n")
+	if !r.Profiled {
+		w("This run was not profiled. `BENCH_PROFILE=1 make bench` starts the service with its pprof server\n")
+		w("(`PAYMENTSD_PPROF_ADDR`) and, during its fresh and replay runs at %d connections, fetches a CPU\n", TargetConns)
+		w("profile of the window and the allocations and blocking over it, and summarizes them here.\n\n")
+		return
+	}
+	w("The service ran with its pprof server on (`PAYMENTSD_PPROF_ADDR`, which also turns on block and\n")
+	w("mutex profiling: the service pays a little for it in every run of this report). During its fresh\n")
+	w("and replay runs at %d connections the harness fetched a CPU profile of the window and the\n", TargetConns)
+	w("allocations and blocking over the same window (delta profiles), and read each with\n")
+	w("`go tool pprof -top -nodecount=25`. The service shares the machine's cores with the load generator,\n")
+	w("the emulator and Postgres, so its CPU time is a share of the machine's, not of one core.\n\n")
+	if len(r.Profiles) == 0 {
+		w("No profile was taken: the run had no point at %d connections.\n\n", TargetConns)
+	}
+	for _, p := range r.Profiles {
+		name := map[string]string{"fresh": "Fresh payments", "replay": "Replays"}[p.Scenario]
+		w("### %s at %d connections (%.0f s)\n\n", orDash(name), p.Conns, p.Seconds)
+		if p.Error != "" {
+			w("Not everything could be read: %s.\n\n", p.Error)
+		}
+		for _, t := range p.Tops {
+			w("<details><summary>%s</summary>\n\n```text\n%s\n```\n\n</details>\n\n", t.Title, t.Text)
+		}
+	}
 }
 
 // statementSection lists where the database time went, or why it cannot.
@@ -139,6 +200,15 @@ func orDash(s string) string {
 		return "–"
 	}
 	return s
+}
+
+// joinInts joins numbers: "1 and 32".
+func joinInts(ns []int, sep string) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = fmt.Sprint(n)
+	}
+	return strings.Join(parts, sep)
 }
 
 func connList(r *Results) string {

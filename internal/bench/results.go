@@ -28,6 +28,13 @@ type Results struct {
 	WALInspect string  `json:"wal_inspect"`
 	Noise      Noise   `json:"noise"`
 	Points     []Point `json:"points"`
+	// Slow is the slow-processor point: the emulator answering every
+	// create after a fixed latency, service and bare at one concurrency.
+	Slow *Slow `json:"slow,omitempty"`
+	// Profiled is set when the service ran with its pprof server on
+	// (BENCH_PROFILE=1), and Profiles holds what was fetched from it.
+	Profiled bool      `json:"profiled,omitempty"`
+	Profiles []Profile `json:"profiles,omitempty"`
 	// Top holds the heaviest statements of the service's fresh and replay
 	// windows, summed over every connection count, when pg_stat_statements
 	// is enabled.
@@ -71,15 +78,50 @@ type Noise struct {
 	PhaseWritesPerSec float64 `json:"phase_writes_per_sec"`
 }
 
-// Point is everything measured at one connection count.
+// Point is everything measured at one connection count: the service, the
+// bare service (the yardstick, internal/bench/bare) and the pgbench
+// ceilings.
 type Point struct {
 	Conns         int     `json:"conns"`
 	Fresh         Load    `json:"fresh"`
+	BareFresh     Load    `json:"bare_fresh"`
 	Emulator      Load    `json:"emulator"`
 	Replay        Load    `json:"replay"`
+	BareReplay    Load    `json:"bare_replay"`
 	FreshCeiling  Ceiling `json:"fresh_ceiling"`
 	ReplayCeiling Ceiling `json:"replay_ceiling"`
 	Commits       Commits `json:"commits"`
+	// BareWritesPerPayment is the bare service's writing transactions per
+	// payment, from the WAL (net of the background); nil when the WAL could
+	// not be read. It has no background work: 2 is what it should show.
+	BareWritesPerPayment *float64 `json:"bare_writes_per_payment,omitempty"`
+}
+
+// Slow is the slow-processor point.
+type Slow struct {
+	Conns     int     `json:"conns"`
+	LatencyMS float64 `json:"latency_ms"`
+	Fresh     Load    `json:"fresh"`
+	BareFresh Load    `json:"bare_fresh"`
+}
+
+// Profile is what the service's pprof server showed during one of its runs.
+type Profile struct {
+	// Scenario is "fresh" or "replay"; Conns the connection count.
+	Scenario string  `json:"scenario"`
+	Conns    int     `json:"conns"`
+	Seconds  float64 `json:"seconds"`
+	// Tops are `go tool pprof -top` summaries, in the report's order.
+	Tops []ProfileTop `json:"tops,omitempty"`
+	// Error says what could not be fetched or read, if anything.
+	Error string `json:"error,omitempty"`
+}
+
+// ProfileTop is one `go tool pprof -top` summary.
+type ProfileTop struct {
+	// Title says which profile and which order: "CPU by flat time", say.
+	Title string `json:"title"`
+	Text  string `json:"text"`
 }
 
 // Load is one closed-loop HTTP run.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -13,9 +14,10 @@ import (
 
 // Config is one benchmark run.
 type Config struct {
-	// ServiceURL and EmulatorURL are the base URLs of paymentsd serve and
-	// of the Stripe emulator it calls.
-	ServiceURL, EmulatorURL string
+	// ServiceURL, BareURL and EmulatorURL are the base URLs of paymentsd
+	// serve, of the bare service (cmd/paymentsd-bare) and of the Stripe
+	// emulator both call.
+	ServiceURL, BareURL, EmulatorURL string
 	// AdminURL is any other database on the server (the watcher's); BenchURL
 	// and BenchDB name the database the service uses, and only it.
 	AdminURL, BenchURL, BenchDB string
@@ -29,6 +31,14 @@ type Config struct {
 	// Scripts is the directory of fresh.sql and replay.sql.
 	Scripts string
 	Command string
+	// SlowConns and SlowLatency shape the slow-processor point: that many
+	// requests in flight while the emulator answers every create after
+	// SlowLatency. SlowConns 0 skips it.
+	SlowConns   int
+	SlowLatency time.Duration
+	// Profiler, when set, profiles the service's fresh and replay runs at
+	// TargetConns connections.
+	Profiler *Profiler
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -40,7 +50,7 @@ type Config struct {
 func Run(ctx context.Context, cfg Config) (*Results, error) {
 	res := &Results{
 		Started: time.Now().UTC(), Duration: Of(cfg.Duration), Warmup: Of(cfg.Warmup),
-		Command: cfg.Command, Users: len(cfg.Users), ReplayKeys: cfg.ReplayKeys,
+		Command: cfg.Command, Users: len(cfg.Users), ReplayKeys: cfg.ReplayKeys, Profiled: cfg.Profiler != nil,
 	}
 	res.Machine = DescribeMachine(ctx, cfg.AdminURL, cfg.PGBench)
 	watcher, err := NewWatcher(ctx, cfg.AdminURL, cfg.BenchDB)
@@ -57,9 +67,12 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	res.WALInspect = status
 	logf(cfg.Log, "pg_walinspect: %s", status)
 
-	logf(cfg.Log, "finishing %d keys per user for the replays", cfg.ReplayKeys)
-	if err := PrepareReplays(ctx, cfg.ServiceURL, cfg.Users, cfg.ReplayKeys); err != nil {
-		return nil, fmt.Errorf("error preparing the replay keys: %w", err)
+	logf(cfg.Log, "finishing %d keys per user for the replays, through the service and through the bare service", cfg.ReplayKeys)
+	if err := PrepareReplays(ctx, cfg.ServiceURL, cfg.Users, cfg.ReplayKeys, ServiceReplayPrefix); err != nil {
+		return nil, fmt.Errorf("error preparing the service's replay keys: %w", err)
+	}
+	if err := PrepareReplays(ctx, cfg.BareURL, cfg.Users, cfg.ReplayKeys, BareReplayPrefix); err != nil {
+		return nil, fmt.Errorf("error preparing the bare service's replay keys: %w", err)
 	}
 	watcher.Touched()
 	noiseFor := min(max(cfg.Duration/2, 2*time.Second), 5*time.Second)
@@ -75,16 +88,23 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	var freshTotal, replayTotal int
 	for _, conns := range cfg.Conns {
 		m := measurer{cfg: cfg, watcher: watcher, statements: statements, wal: wal, noise: res.Noise, conns: conns}
-		p, err := m.point(ctx, run, freshSum, replaySum)
+		p, profiles, err := m.point(ctx, run, freshSum, replaySum)
 		if err != nil {
 			return nil, err
 		}
+		res.Profiles = append(res.Profiles, profiles...)
 		freshTotal += p.Fresh.Total
 		replayTotal += p.Replay.Total
 		res.Points = append(res.Points, p)
 	}
 	if statements != nil {
 		res.Top = map[string][]Statement{"fresh": freshSum.top(10, freshTotal), "replay": replaySum.top(10, replayTotal)}
+	}
+	if cfg.SlowConns > 0 {
+		m := measurer{cfg: cfg, conns: cfg.SlowConns}
+		if res.Slow, err = m.slow(ctx, run); err != nil {
+			return nil, err
+		}
 	}
 	res.Finished = time.Now().UTC()
 	return res, nil
@@ -114,45 +134,85 @@ func (m *measurer) load(ctx context.Context, sc Scenario) (Load, error) {
 	return l, nil
 }
 
+// ceiling runs a pgbench script, once more when it finished nothing at all
+// (a stall of the machine longer than the run).
 func (m *measurer) ceiling(ctx context.Context, script string) (Ceiling, error) {
 	c, err := m.cfg.PGBench.Run(ctx, filepath.Join(m.cfg.Scripts, script), m.conns)
+	if errors.Is(err, errNothingProcessed) {
+		logf(m.cfg.Log, "  %v; running it again", err)
+		c, err = m.cfg.PGBench.Run(ctx, filepath.Join(m.cfg.Scripts, script), m.conns)
+	}
 	if err == nil {
 		logf(m.cfg.Log, "  %-15s %8.1f/s  p50 %7.2f ms  p99 %7.2f ms", script, c.TPS, c.P50, c.P99)
 	}
 	return c, err
 }
 
-// point measures fresh payments, the emulator, the fresh ceiling, replays
-// and the replay ceiling, adding the service's statements to the sums.
-func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum snapshot) (Point, error) {
+// point measures, in this order: the bare service's fresh payments, the
+// emulator alone, the service's fresh payments, the fresh.sql ceiling, the
+// service's replays, the bare service's replays and the replay.sql ceiling.
+// The service's fresh run is bracketed by settled readings of the counters
+// (see Settle); the bare's runs before the first of them, with the emulator
+// filling most of the wait, so its commits never blur the service's. It
+// adds the service's statements to the sums, and returns the profiles
+// taken at TargetConns when profiling.
+func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum snapshot) (Point, []Profile, error) {
 	p := Point{Conns: m.conns}
 	logf(m.cfg.Log, "%d connections", m.conns)
 	w, st := m.watcher, m.statements
+	suffix := "-c" + strconv.Itoa(m.conns)
+	var profiles []Profile
 
-	before, err := st.Snapshot(ctx)
+	// The bare service, with its writing transactions from the WAL: it has
+	// no background work, so every one is committed once its answers are in.
+	bareStart, err := w.Read(ctx)
 	if err != nil {
-		return p, err
+		return p, nil, err
+	}
+	if p.BareFresh, err = m.load(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users, run+"-bare"+suffix)); err != nil {
+		return p, nil, err
+	}
+	bareEnd, err := w.Read(ctx)
+	if err != nil {
+		return p, nil, err
 	}
 	w.Touched()
+	if m.wal != nil && p.BareFresh.Total > 0 {
+		if n, err := m.wal.Writes(ctx, bareStart, bareEnd); err == nil {
+			v := (float64(n.All) - m.noise.WritesPerSec*bareEnd.At.Sub(bareStart.At).Seconds()) / float64(p.BareFresh.Total)
+			p.BareWritesPerPayment = &v
+			logf(m.cfg.Log, "  bare commits    %.2f writing transactions per payment", v)
+		}
+		w.Touched()
+	}
+	// The emulator alone fills most of the wait for the counters.
+	if p.Emulator, err = m.load(ctx, EmulatorScenario(m.cfg.EmulatorURL, run+"-emulator"+suffix)); err != nil {
+		return p, nil, err
+	}
+
 	start, err := w.Settle(ctx)
 	if err != nil {
-		return p, err
+		return p, nil, err
 	}
-	if p.Fresh, err = m.load(ctx, FreshScenario(m.cfg.ServiceURL, m.cfg.Users, run+"-c"+strconv.Itoa(m.conns))); err != nil {
-		return p, err
+	before, err := st.Snapshot(ctx)
+	if err != nil {
+		return p, nil, err
+	}
+	profiled := m.profile(ctx, "fresh")
+	if p.Fresh, err = m.load(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users, run+suffix)); err != nil {
+		return p, nil, err
 	}
 	after, err := st.Snapshot(ctx)
 	if err != nil {
-		return p, err
+		return p, nil, err
 	}
 	w.Touched()
-	// The emulator alone fills most of the wait for the counters.
-	if p.Emulator, err = m.load(ctx, EmulatorScenario(m.cfg.EmulatorURL, run+"-c"+strconv.Itoa(m.conns))); err != nil {
-		return p, err
+	if profiled != nil {
+		profiles = append(profiles, profiled())
 	}
 	end, err := w.Settle(ctx)
 	if err != nil {
-		return p, err
+		return p, nil, err
 	}
 	var writes *Writes
 	if m.wal != nil {
@@ -164,7 +224,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		}
 		w.Touched()
 	}
-	p.Commits = commitsOf(start, end, p.Fresh.Total, st.Readings(), writes, m.noise)
+	p.Commits = commitsOf(start, end, p.Fresh.Total, 2*st.Readings(), writes, m.noise)
 	if st != nil {
 		delta := snapshot{}
 		addDelta(delta, before, after)
@@ -175,11 +235,11 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		phaseCommits(p.Commits), writing(p.Commits), p.Commits.XactPerPayment)
 
 	if p.FreshCeiling, err = m.ceiling(ctx, "fresh.sql"); err != nil {
-		return p, err
+		return p, nil, err
 	}
 	calibrated, err := w.AfterExit(ctx)
 	if err != nil {
-		return p, err
+		return p, nil, err
 	}
 	if n := float64(p.FreshCeiling.Transactions); n > 0 {
 		secs := calibrated.At.Sub(end.At).Seconds()
@@ -193,20 +253,67 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	}
 
 	if before, err = st.Snapshot(ctx); err != nil {
-		return p, err
+		return p, nil, err
 	}
-	if p.Replay, err = m.load(ctx, ReplayScenario(m.cfg.ServiceURL, m.cfg.Users, m.cfg.ReplayKeys)); err != nil {
-		return p, err
+	profiled = m.profile(ctx, "replay")
+	if p.Replay, err = m.load(ctx, ReplayScenario("service replays", m.cfg.ServiceURL, m.cfg.Users, m.cfg.ReplayKeys, ServiceReplayPrefix)); err != nil {
+		return p, nil, err
 	}
 	if after, err = st.Snapshot(ctx); err != nil {
-		return p, err
+		return p, nil, err
 	}
 	w.Touched()
 	addDelta(replaySum, before, after)
-	if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql"); err != nil {
-		return p, err
+	if profiled != nil {
+		profiles = append(profiles, profiled())
 	}
-	return p, nil
+	if p.BareReplay, err = m.load(ctx, ReplayScenario("bare replays", m.cfg.BareURL, m.cfg.Users, m.cfg.ReplayKeys, BareReplayPrefix)); err != nil {
+		return p, nil, err
+	}
+	w.Touched()
+	if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql"); err != nil {
+		return p, nil, err
+	}
+	return p, profiles, nil
+}
+
+// profile starts profiling the service's next run when this is the
+// connection count the targets are judged at; it returns nil otherwise.
+func (m *measurer) profile(ctx context.Context, scenario string) func() Profile {
+	if m.cfg.Profiler == nil || m.conns != TargetConns {
+		return nil
+	}
+	return m.cfg.Profiler.During(ctx, scenario, m.conns, m.cfg.Warmup, m.cfg.Duration)
+}
+
+// slow measures the slow-processor point: the emulator answers every
+// create after SlowLatency while the service, then the bare service, keep
+// SlowConns payments in flight. The emulator's latency is reset afterwards,
+// whatever happens.
+func (m *measurer) slow(ctx context.Context, run string) (*Slow, error) {
+	s := &Slow{Conns: m.conns, LatencyMS: ms(m.cfg.SlowLatency)}
+	logf(m.cfg.Log, "slow processor: the emulator answers in %s, %d payments in flight", m.cfg.SlowLatency, m.conns)
+	latency := m.cfg.SlowLatency.Milliseconds()
+	if err := SetEmulatorLatency(ctx, m.cfg.EmulatorURL, latency); err != nil {
+		return nil, err
+	}
+	defer func() {
+		// A fresh context: the run's may be done.
+		reset, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := SetEmulatorLatency(reset, m.cfg.EmulatorURL, 0); err != nil {
+			logf(m.cfg.Log, "  %v", err)
+		}
+	}()
+	var err error
+	suffix := "-slow-c" + strconv.Itoa(m.conns)
+	if s.Fresh, err = m.load(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users, run+suffix)); err != nil {
+		return nil, err
+	}
+	if s.BareFresh, err = m.load(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users, run+"-bare"+suffix)); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // runID tells this run's idempotency keys from any other run's.

@@ -83,10 +83,11 @@ func replayed(resp *http.Response) bool {
 }
 
 // FreshScenario posts new payments: every request has a key never used
-// before, and worker w sends as user w modulo the number of users.
-func FreshScenario(base string, users []User, run string) Scenario {
+// before (run tells runs, and the service's keys from the bare's, apart),
+// and worker w sends as user w modulo the number of users.
+func FreshScenario(name, base string, users []User, run string) Scenario {
 	return Scenario{
-		Name: "fresh payments",
+		Name: name,
 		Request: func(w, seq int) (*http.Request, error) {
 			return paymentRequest(base, users[w%len(users)], run+"-w"+strconv.Itoa(w)+"-"+strconv.Itoa(seq))
 		},
@@ -94,17 +95,22 @@ func FreshScenario(base string, users []User, run string) Scenario {
 	}
 }
 
-// replayKey names the i-th finished key of every user.
-func replayKey(i int) string { return "replay-" + strconv.Itoa(i) }
+// The replay keys of the service and of the bare service: the i-th
+// finished key of every user is prefix + i. Each has its own, in the same
+// database under the same users; replay.sql looks up the service's.
+const (
+	ServiceReplayPrefix = "replay-"
+	BareReplayPrefix    = "bare-replay-"
+)
 
-// ReplayScenario posts the requests PrepareReplays finished, cycling through
-// every user and key.
-func ReplayScenario(base string, users []User, keys int) Scenario {
+// ReplayScenario posts the requests PrepareReplays finished under prefix,
+// cycling through every user and key.
+func ReplayScenario(name, base string, users []User, keys int, prefix string) Scenario {
 	return Scenario{
-		Name: "replays",
+		Name: name,
 		Request: func(w, seq int) (*http.Request, error) {
 			n := w*7919 + seq
-			return paymentRequest(base, users[n%len(users)], replayKey(n/len(users)%keys))
+			return paymentRequest(base, users[n%len(users)], prefix+strconv.Itoa(n/len(users)%keys))
 		},
 		Accept: replayed,
 	}
@@ -129,9 +135,9 @@ func EmulatorScenario(base, run string) Scenario {
 	}
 }
 
-// PrepareReplays finishes keys replay-0 … replay-<keys-1> for every user
-// through the service, a few at a time, and checks that one replays.
-func PrepareReplays(ctx context.Context, base string, users []User, keys int) error {
+// PrepareReplays finishes keys prefix0 … prefix<keys-1> for every user
+// through the service at base, a few at a time, and checks that one replays.
+func PrepareReplays(ctx context.Context, base string, users []User, keys int, prefix string) error {
 	client := &http.Client{Timeout: 30 * time.Second}
 	type job struct {
 		user User
@@ -154,7 +160,7 @@ feed:
 	for _, u := range users {
 		for i := range keys {
 			select {
-			case jobs <- job{u, replayKey(i)}:
+			case jobs <- job{u, prefix + strconv.Itoa(i)}:
 			case err := <-errs:
 				close(jobs)
 				wg.Wait()
@@ -173,7 +179,7 @@ feed:
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return post(ctx, client, base, users[0], replayKey(0), replayed)
+	return post(ctx, client, base, users[0], prefix+"0", replayed)
 }
 
 // post sends one payment and checks its answer.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -94,4 +95,37 @@ func WaitReady(ctx context.Context, url string, timeout time.Duration) error {
 			return fmt.Errorf("%s did not become ready within %s (last: %s)", url, timeout, last)
 		}
 	}
+}
+
+// SetEmulatorLatency makes the Stripe emulator at base answer every create
+// after exactly ms milliseconds (its chaos latency, with no faults), or
+// turns its chaos off for 0.
+func SetEmulatorLatency(ctx context.Context, base string, ms int64) error {
+	body := `{"chaos":{}}`
+	if ms > 0 {
+		body = fmt.Sprintf(`{"chaos":{"latency_ms":%d,"max_latency_ms":%d}}`, ms, ms)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/_fake/faults", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return fmt.Errorf("error setting the emulator's latency: %w", err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Chaos struct {
+			LatencyMS    int64 `json:"latency_ms"`
+			MaxLatencyMS int64 `json:"max_latency_ms"`
+		} `json:"chaos"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("error setting the emulator's latency: %s (%v)", resp.Status, err)
+	}
+	if got.Chaos.LatencyMS != ms || got.Chaos.MaxLatencyMS != ms {
+		return fmt.Errorf("the emulator's latency is %d–%d ms, not %d", got.Chaos.LatencyMS, got.Chaos.MaxLatencyMS, ms)
+	}
+	return nil
 }

@@ -6,38 +6,63 @@ import (
 	"strings"
 )
 
-// Tables renders the figures as Markdown tables: the targets, fresh payments
-// beside their ceiling and the emulator, and replays beside theirs. The
-// console summary and BENCHMARKS.md both show them.
+// Tables renders the figures as Markdown tables: the targets, then fresh
+// payments and replays with the service beside the bare service and the
+// pgbench ceiling, then the slow-processor point. The console summary and
+// BENCHMARKS.md both show them.
 func Tables(r *Results) string {
 	var b strings.Builder
-	b.WriteString("### Targets\n\n| target | measured | |\n|---|---|---|\n")
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("### Targets\n\n| target | measured | |\n|---|---|---|\n")
 	for _, t := range Evaluate(r) {
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, t.Measured, mark(t.Met))
+		w("| %s | %s | %s |\n", t.Name, t.Measured, mark(t.Met))
 	}
 
-	b.WriteString("\n### Fresh payments (POST /payments, a new Idempotency-Key each)\n\n")
-	b.WriteString("| conns | service payments/s | fresh.sql ceiling payments/s | ratio | p50 ms | p99 ms | ceiling p50 / p99 ms " +
-		"| emulator alone req/s | emulator p50 / p99 ms | 409s | other non-2xx | errors | phase commits / payment " +
-		"| writing tx / payment | xact_commit / payment |\n")
-	b.WriteString("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	w("\n### Fresh payments (POST /payments, a new Idempotency-Key each)\n\n")
+	w("| conns | service payments/s | bare payments/s | service / bare | fresh.sql ceiling | service / ceiling | bare / ceiling " +
+		"| service p50 / p99 ms | bare p50 / p99 ms | ceiling p50 / p99 ms | emulator alone req/s | emulator p50 / p99 ms |\n")
+	w("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, p := range r.Points {
-		f, c, e := p.Fresh, p.FreshCeiling, p.Emulator
-		fmt.Fprintf(&b, "| %d | %.0f | %.0f | %s | %.1f | %.1f | %.1f / %.1f | %.0f | %.1f / %.1f | %d | %s | %d | %s | %s | %.2f |\n",
-			p.Conns, f.Throughput, c.TPS, percent(f.Throughput, c.TPS), f.P50, f.P99, c.P50, c.P99,
-			e.Throughput, e.P50, e.P99, f.Conflicts(), others(f.NonOK), f.Errors+f.Unexpected,
-			phaseCommits(p.Commits), writing(p.Commits), p.Commits.XactPerPayment)
+		f, bf, c, e := p.Fresh, p.BareFresh, p.FreshCeiling, p.Emulator
+		w("| %d | %.0f | %.0f | %s | %.0f | %s | %s | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.0f | %.1f / %.1f |\n",
+			p.Conns, f.Throughput, bf.Throughput, percent(f.Throughput, bf.Throughput), c.TPS,
+			percent(f.Throughput, c.TPS), percent(bf.Throughput, c.TPS),
+			f.P50, f.P99, bf.P50, bf.P99, c.P50, c.P99, e.Throughput, e.P50, e.P99)
 	}
 
-	b.WriteString("\n### Replays (the same POST with a finished key: 201 + Idempotent-Replayed: true)\n\n")
-	b.WriteString("| conns | service requests/s | replay.sql ceiling lookups/s | ratio | p50 ms | p99 ms | ceiling p50 / p99 ms " +
-		"| 409s | other non-2xx | errors |\n")
-	b.WriteString("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	w("\n### Fresh payments: conflicts, errors and commits\n\n")
+	w("| conns | 409s service / bare | other non-2xx service / bare | errors service / bare " +
+		"| phase commits / payment | writing tx / payment | bare writing tx / payment | xact_commit / payment |\n")
+	w("|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, p := range r.Points {
-		l, c := p.Replay, p.ReplayCeiling
-		fmt.Fprintf(&b, "| %d | %.0f | %.0f | %s | %.2f | %.2f | %.2f / %.2f | %d | %s | %d |\n",
-			p.Conns, l.Throughput, c.TPS, percent(l.Throughput, c.TPS), l.P50, l.P99, c.P50, c.P99,
-			l.Conflicts(), others(l.NonOK), l.Errors+l.Unexpected)
+		f, bf := p.Fresh, p.BareFresh
+		w("| %d | %d / %d | %s / %s | %d / %d | %s | %s | %s | %.2f |\n",
+			p.Conns, f.Conflicts(), bf.Conflicts(), others(f.NonOK), others(bf.NonOK), f.Errors+f.Unexpected, bf.Errors+bf.Unexpected,
+			phaseCommits(p.Commits), writing(p.Commits), bareWriting(p), p.Commits.XactPerPayment)
+	}
+
+	w("\n### Replays (the same POST with a finished key: 201 + Idempotent-Replayed: true)\n\n")
+	w("| conns | service requests/s | bare requests/s | service / bare | replay.sql ceiling | service / ceiling | bare / ceiling " +
+		"| service p50 / p99 ms | bare p50 / p99 ms | ceiling p50 / p99 ms | 409s service / bare | other non-2xx | errors |\n")
+	w("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, p := range r.Points {
+		l, bl, c := p.Replay, p.BareReplay, p.ReplayCeiling
+		w("| %d | %.0f | %.0f | %s | %.0f | %s | %s | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | %d / %d | %s / %s | %d / %d |\n",
+			p.Conns, l.Throughput, bl.Throughput, percent(l.Throughput, bl.Throughput), c.TPS,
+			percent(l.Throughput, c.TPS), percent(bl.Throughput, c.TPS),
+			l.P50, l.P99, bl.P50, bl.P99, c.P50, c.P99, l.Conflicts(), bl.Conflicts(), others(l.NonOK), others(bl.NonOK),
+			l.Errors+l.Unexpected, bl.Errors+bl.Unexpected)
+	}
+
+	if s := r.Slow; s != nil {
+		w("\n### Slow processor (the emulator answers every create in %.0f ms)\n\n", s.LatencyMS)
+		w("| in flight | service payments/s | bare payments/s | service / bare | service p50 / p99 ms | bare p50 / p99 ms " +
+			"| 409s service / bare | other non-2xx | errors |\n")
+		w("|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		f, bf := s.Fresh, s.BareFresh
+		w("| %d | %.0f | %.0f | %s | %.1f / %.1f | %.1f / %.1f | %d / %d | %s / %s | %d / %d |\n",
+			s.Conns, f.Throughput, bf.Throughput, percent(f.Throughput, bf.Throughput), f.P50, f.P99, bf.P50, bf.P99,
+			f.Conflicts(), bf.Conflicts(), others(f.NonOK), others(bf.NonOK), f.Errors+f.Unexpected, bf.Errors+bf.Unexpected)
 	}
 	return b.String()
 }
@@ -50,6 +75,14 @@ func writing(c Commits) string {
 		return fmt.Sprintf("%.2f", v)
 	}
 	return fmt.Sprintf("%.2f†", v)
+}
+
+// bareWriting is the bare service's writing transactions per payment.
+func bareWriting(p Point) string {
+	if p.BareWritesPerPayment == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", *p.BareWritesPerPayment)
 }
 
 // phaseCommits is a point's phase commits per payment, when the WAL could
