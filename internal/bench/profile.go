@@ -35,7 +35,9 @@ var profileKinds = []struct {
 }{
 	{"cpu", "profile", [][2]string{{"", "CPU by flat time"}, {"-cum", "CPU by cumulative time"}}},
 	{"allocs", "allocs", [][2]string{{"-sample_index=alloc_space", "bytes allocated, by flat"}}},
-	{"block", "block", [][2]string{{"-cum", "time blocked, by cumulative"}}},
+	// Most blocking is idle connections waiting for work: only the stacks
+	// through paymentsd's own code say what a request waits for.
+	{"block", "block", [][2]string{{"-cum -focus=github.com/paymentsd/paymentsd/", "time blocked under paymentsd's own calls, by cumulative"}}},
 }
 
 // During starts profiling a load run that begins now: after warmup it
@@ -117,13 +119,10 @@ func (p *Profiler) fetch(ctx context.Context, path string, secs float64, file st
 	return f.Close()
 }
 
-// top is `go tool pprof -top -nodecount=25 [option] file`, without the
+// top is `go tool pprof -top -nodecount=25 [options] file`, without the
 // lines that name the binary.
-func (p *Profiler) top(ctx context.Context, file, option string) (string, error) {
-	args := []string{"tool", "pprof", "-top", "-nodecount=25"}
-	if option != "" {
-		args = append(args, option)
-	}
+func (p *Profiler) top(ctx context.Context, file, options string) (string, error) {
+	args := append([]string{"tool", "pprof", "-top", "-nodecount=25"}, strings.Fields(options)...)
 	out, err := exec.CommandContext(ctx, p.Go, append(args, file)...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go tool pprof: %v: %s", err, tail(string(out), 5))
