@@ -35,7 +35,7 @@ import (
 // The statements, in the order a payment runs them; fresh.sql builds the
 // stored answer in SQL where this passes it as a parameter.
 const (
-	// The replay: replay.sql's lookup.
+	// The replay: the one indexed read (bench/pgbench/replay.sql).
 	readKey = `SELECT recovery_point, response_code, response_headers, response_body
 FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`
 
