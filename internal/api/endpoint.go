@@ -156,13 +156,11 @@ func writeStored(w http.ResponseWriter, res *phases.Result) {
 // readJSONBody checks the media type and reads a body of at most
 // MaxBodyBytes. On failure it has answered and returns false.
 func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	charset, hasCharset := params["charset"]
-	if err != nil || mediaType != "application/json" || (hasCharset && !strings.EqualFold(charset, "utf-8")) {
+	if !isJSON(r.Header.Get("Content-Type")) {
 		writeProblem(w, problem.New(problem.UnsupportedMediaType, "Send the body as Content-Type: application/json (UTF-8)."))
 		return nil, false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -173,4 +171,33 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		return nil, false
 	}
 	return body, true
+}
+
+// isJSON accepts application/json, in UTF-8 if a charset is named.
+func isJSON(contentType string) bool {
+	if contentType == "application/json" { // the common case, without parsing
+		return true
+	}
+	mediaType, params, err := mime.ParseMediaType(contentType)
+	charset, hasCharset := params["charset"]
+	return err == nil && mediaType == "application/json" && (!hasCharset || strings.EqualFold(charset, "utf-8"))
+}
+
+// readAll reads r to its end into one buffer of the announced length when
+// there is one (io.ReadAll grows its buffer from 512 bytes).
+func readAll(r io.Reader, length int64) ([]byte, error) {
+	if length <= 0 || length > MaxBodyBytes {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, length+1) // one more, to see the end
+	n, err := io.ReadFull(r, buf)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return buf[:n], nil
+	case err != nil:
+		return nil, err
+	}
+	// More than announced: the server refuses that itself, but be safe.
+	rest, err := io.ReadAll(r)
+	return append(buf, rest...), err
 }
