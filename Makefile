@@ -70,7 +70,7 @@ fuzz:
 # BENCH_DURATION=2s is the quick form CI runs. The report and plot go to
 # .tmp/bench/; only BENCH_WRITE=1 rewrites the committed BENCHMARKS.md and
 # docs/bench.svg, from a full run (see its header for the command).
-# BENCH_PROFILE=1 adds the service's Go profiles (scripts/bench.sh).
+# BENCH_PROFILE=1 adds the service's Go profiles beside the bare's (scripts/bench.sh).
 bench: build
 	scripts/bench.sh
 

@@ -13,10 +13,13 @@
 #   BENCH_CONNS=1,8,32,64
 #   BENCH_WRITE=1       write BENCHMARKS.md and docs/bench.svg in the repository
 #   BENCH_PROFILE=1     serve the service's Go profiles (PAYMENTSD_PPROF_ADDR)
-#                       and, during its fresh and replay runs at 32
+#                       and the bare service's (paymentsd-bare -pprof) and,
+#                       during their fresh and replay runs at 32
 #                       connections, fetch a CPU profile of the window and
-#                       its allocations and blocking (saved in
-#                       .tmp/bench/profiles/); the report summarizes them
+#                       its allocations (the service's blocking too; saved
+#                       in .tmp/bench/profiles/); the report summarizes them
+#                       and reads the service's CPU per request against the
+#                       bare's, by where it goes
 #   DATABASE_URL        the Postgres server to use; without it, the throwaway
 #                       cluster of scripts/postgres.sh, which preloads
 #                       pg_stat_statements (stopped again at exit if this
@@ -104,11 +107,13 @@ fi
 emulator_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
 service_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
 bare_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
-pprof_addr= profile_args=()
+pprof_addr= bare_pprof_addr= profile_args=()
 if [ -n "${BENCH_PROFILE:-}" ]; then
   pprof_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
+  bare_pprof_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
   rm -rf "$work/profiles"
-  profile_args=(-pprof "http://$pprof_addr" -profile-dir "$work/profiles" -go "$(command -v go)")
+  profile_args=(-pprof "http://$pprof_addr" -bare-pprof "http://$bare_pprof_addr"
+    -profile-dir "$work/profiles" -go "$(command -v go)")
 fi
 say "starting the Stripe emulator on $emulator_addr, paymentsd on $service_addr and the bare service on $bare_addr (logs in .tmp/bench)"
 bin/paymentsd stripefake --addr "$emulator_addr" 2>"$work/stripefake.log" &
@@ -132,7 +137,7 @@ for i in 1 2 3 4 5 6 7 8; do
 done
 
 DATABASE_URL=$service_url STRIPE_API_BASE=http://$emulator_addr \
-  bin/paymentsd-bare -addr "$bare_addr" -users "$users" 2>"$work/bare.log" &
+  bin/paymentsd-bare -addr "$bare_addr" ${bare_pprof_addr:+-pprof "$bare_pprof_addr"} -users "$users" 2>"$work/bare.log" &
 bare_pid=$!
 pids+=($bare_pid)
 if ! bin/paymentsd-bench wait -url "http://$bare_addr/healthz" -timeout 60s; then

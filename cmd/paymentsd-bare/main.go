@@ -1,9 +1,11 @@
 // Command paymentsd-bare is the bare service, the yardstick `make bench`
 // reads paymentsd against (internal/bench/bare): a benchmark's instrument,
 // never part of the service. DATABASE_URL, STRIPE_API_BASE and
-// STRIPE_SECRET_KEY are read as paymentsd reads them.
+// STRIPE_SECRET_KEY are read as paymentsd reads them. -pprof serves Go's
+// profiles on a listener of its own (off unless given; `BENCH_PROFILE=1
+// make bench` gives it).
 //
-//	paymentsd-bare [-addr 127.0.0.1:8090] -users users.jsonl
+//	paymentsd-bare [-addr 127.0.0.1:8090] [-pprof 127.0.0.1:6061] -users users.jsonl
 package main
 
 import (
@@ -20,10 +22,11 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8090", "address to listen on")
+	pprofAddr := flag.String("pprof", "", "address to serve Go's profiles on (net/http/pprof); off when empty")
 	users := flag.String("users", "", "file of `paymentsd users create` lines: the API keys to accept")
 	flag.Parse()
 	if *users == "" || os.Getenv("DATABASE_URL") == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: DATABASE_URL=… STRIPE_API_BASE=… paymentsd-bare [-addr host:port] -users FILE")
+		fmt.Fprintln(os.Stderr, "usage: DATABASE_URL=… STRIPE_API_BASE=… paymentsd-bare [-addr host:port] [-pprof host:port] -users FILE")
 		os.Exit(2)
 	}
 	key := os.Getenv("STRIPE_SECRET_KEY")
@@ -31,7 +34,7 @@ func main() {
 		key = config.EmulatorSecretKey
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := bare.Run(ctx, *addr, os.Getenv("DATABASE_URL"), os.Getenv("STRIPE_API_BASE"), key, *users)
+	err := bare.Run(ctx, *addr, *pprofAddr, os.Getenv("DATABASE_URL"), os.Getenv("STRIPE_API_BASE"), key, *users)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "paymentsd-bare:", err)

@@ -94,11 +94,13 @@ func runCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 		svg      = fs.String("svg", "docs/bench.svg", "plot to write")
 	)
 	var profiler Profiler
+	bareProfiler := Profiler{Process: "bare", Kinds: []string{"cpu", "allocs"}}
 	fs.StringVar(&cfg.ServiceURL, "service", "", "base URL of paymentsd serve")
 	fs.StringVar(&cfg.BareURL, "bare", "", "base URL of the bare service (paymentsd-bare)")
 	fs.IntVar(&cfg.SlowConns, "slow-conns", SlowConns, "payments in flight at the slow-processor point (0: skip it)")
 	fs.DurationVar(&cfg.SlowLatency, "slow-latency", SlowLatency, "the emulator's latency at the slow-processor point")
 	fs.StringVar(&profiler.URL, "pprof", "", "base URL of the service's pprof server: profile its runs at 32 connections")
+	fs.StringVar(&bareProfiler.URL, "bare-pprof", "", "base URL of the bare service's pprof server: profile its runs at 32 connections too (CPU and allocations)")
 	fs.StringVar(&profiler.Dir, "profile-dir", ".tmp/bench/profiles", "where to save the profiles")
 	fs.StringVar(&profiler.Go, "go", "go", "the go command, for go tool pprof")
 	fs.StringVar(&cfg.EmulatorURL, "emulator", "", "base URL of the Stripe emulator")
@@ -115,6 +117,10 @@ func runCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 	}
 	if profiler.URL != "" {
 		cfg.Profiler = &profiler
+	}
+	if bareProfiler.URL != "" {
+		bareProfiler.Dir, bareProfiler.Go = profiler.Dir, profiler.Go
+		cfg.BareProfiler = &bareProfiler
 	}
 	var err error
 	if cfg.Conns, err = parseConns(*conns); err != nil {

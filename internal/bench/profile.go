@@ -9,15 +9,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
-// Profiler fetches the service's Go profiles from its pprof server
-// (PAYMENTSD_PPROF_ADDR) while a run is measured, saves them, and reads
-// them with `go tool pprof -top`.
+// Profiler fetches a process's Go profiles from its pprof server (the
+// service's PAYMENTSD_PPROF_ADDR, the bare's -pprof) while a run is
+// measured, saves them, summarizes them with `go tool pprof -top`, and
+// reads the CPU profile by bucket and the allocations' totals
+// (profile_compare.go).
 type Profiler struct {
 	// URL is the pprof server's base URL (http://host:port).
 	URL string
@@ -25,19 +28,28 @@ type Profiler struct {
 	Dir string
 	// Go is the go command, for `go tool pprof`.
 	Go string
+	// Process is "bare" for the bare service, empty for the service; it
+	// names the files and the Profiles.
+	Process string
+	// Kinds are the names of the profileKinds to fetch; nil fetches all.
+	Kinds []string
 }
 
 // profileKinds are the profiles fetched for a window, and how each is read:
-// its pprof endpoint, then `go tool pprof` options and a title per summary.
+// its pprof endpoint, `go tool pprof` options and a title per summary, and
+// what else reads it into the Profile.
 var profileKinds = []struct {
 	name, path string
 	reads      [][2]string
+	read       func(file string, p *Profile) error
 }{
-	{"cpu", "profile", [][2]string{{"", "CPU by flat time"}, {"-cum", "CPU by cumulative time"}}},
-	{"allocs", "allocs", [][2]string{{"-sample_index=alloc_space", "bytes allocated, by flat"}}},
+	{"cpu", "profile", [][2]string{{"", "CPU by flat time"}, {"-cum", "CPU by cumulative time"}},
+		func(file string, p *Profile) (err error) { p.CPU, err = ReadCPU(file); return err }},
+	{"allocs", "allocs", [][2]string{{"-sample_index=alloc_space", "bytes allocated, by flat"}},
+		func(file string, p *Profile) (err error) { p.Allocs, err = ReadAllocations(file); return err }},
 	// Most blocking is idle connections waiting for work: only the stacks
 	// through paymentsd's own code say what a request waits for.
-	{"block", "block", [][2]string{{"-cum -focus=github.com/paymentsd/paymentsd/", "time blocked under paymentsd's own calls, by cumulative"}}},
+	{"block", "block", [][2]string{{"-cum -focus=github.com/paymentsd/paymentsd/", "time blocked under paymentsd's own calls, by cumulative"}}, nil},
 }
 
 // During starts profiling a load run that begins now: after warmup it
@@ -50,6 +62,11 @@ func (p *Profiler) During(ctx context.Context, scenario string, conns int, warmu
 	if p == nil {
 		return func() Profile { return prof }
 	}
+	prof.Process = p.Process
+	prefix := scenario
+	if p.Process != "" {
+		prefix = p.Process + "-" + scenario
+	}
 	done := make(chan struct{})
 	files := make([]string, len(profileKinds))
 	errs := make([]error, len(profileKinds))
@@ -61,7 +78,10 @@ func (p *Profiler) During(ctx context.Context, scenario string, conns int, warmu
 		}
 		var wg sync.WaitGroup
 		for i, k := range profileKinds {
-			files[i] = filepath.Join(p.Dir, fmt.Sprintf("%s-c%d.%s.pprof", scenario, conns, k.name))
+			if !p.wants(k.name) {
+				continue
+			}
+			files[i] = filepath.Join(p.Dir, fmt.Sprintf("%s-c%d.%s.pprof", prefix, conns, k.name))
 			wg.Go(func() { errs[i] = p.fetch(ctx, k.path, prof.Seconds, files[i]) })
 		}
 		wg.Wait()
@@ -70,6 +90,9 @@ func (p *Profiler) During(ctx context.Context, scenario string, conns int, warmu
 		<-done
 		var problems []string
 		for i, k := range profileKinds {
+			if !p.wants(k.name) {
+				continue
+			}
 			if errs[i] != nil {
 				problems = append(problems, k.name+": "+errs[i].Error())
 				continue
@@ -82,10 +105,20 @@ func (p *Profiler) During(ctx context.Context, scenario string, conns int, warmu
 				}
 				prof.Tops = append(prof.Tops, ProfileTop{Title: read[1], Text: text})
 			}
+			if k.read != nil {
+				if err := k.read(files[i], &prof); err != nil {
+					problems = append(problems, k.name+": "+err.Error())
+				}
+			}
 		}
 		prof.Error = strings.Join(problems, "; ")
 		return prof
 	}
+}
+
+// wants reports whether the profile kind is fetched.
+func (p *Profiler) wants(kind string) bool {
+	return p.Kinds == nil || slices.Contains(p.Kinds, kind)
 }
 
 // fetch saves /debug/pprof/<path>?seconds=<secs> to file.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -145,33 +146,72 @@ func commitSection(b *strings.Builder, r *Results) {
 	w("\n")
 }
 
-// profileSection shows the service's Go profiles, or how to get them.
+// profileSection shows the service's Go profiles beside the bare's, or how
+// to get them.
 func profileSection(b *strings.Builder, r *Results) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("## Where the service's time goes\n\n")
 	if !r.Profiled {
 		w("This run was not profiled. `BENCH_PROFILE=1 make bench` starts the service with its pprof server\n")
-		w("(`PAYMENTSD_PPROF_ADDR`) and, during its fresh and replay runs at %d connections, fetches a CPU\n", TargetConns)
-		w("profile of the window and the allocations and blocking over it, and summarizes them here.\n\n")
+		w("(`PAYMENTSD_PPROF_ADDR`) and the bare service with its own (`paymentsd-bare -pprof`) and, during\n")
+		w("their fresh and replay runs at %d connections, fetches a CPU profile of the window and the\n", TargetConns)
+		w("allocations over it (the service's blocking too), and reads them here side by side.\n\n")
 		return
 	}
+	bare := false
+	for _, p := range r.Profiles {
+		bare = bare || p.Process == "bare"
+	}
 	w("The service ran with its pprof server on (`PAYMENTSD_PPROF_ADDR`, which also turns on block and\n")
-	w("mutex profiling: the service pays a little for it in every run of this report). During its fresh\n")
-	w("and replay runs at %d connections the harness fetched a CPU profile of the window and the\n", TargetConns)
-	w("allocations and blocking over the same window (delta profiles), and read each with\n")
-	w("`go tool pprof -top -nodecount=25`. The service shares the machine's cores with the load generator,\n")
-	w("the emulator and Postgres, so its CPU time is a share of the machine's, not of one core.\n\n")
+	w("mutex profiling: the service pays a little for it in every run of this report)")
+	if bare {
+		w(", and so did the bare\nservice (`paymentsd-bare -pprof`, the same sampling rates, so that both pay alike)")
+	}
+	w(". During the\nfresh and replay runs at %d connections of each, the harness fetched a CPU profile of the window\n", TargetConns)
+	w("and the allocations over the same window (delta profiles), and the service's blocking too, and\n")
+	w("summarized each with `go tool pprof -top -nodecount=25`. Every process shares the machine's cores\n")
+	w("with the load generator, the emulator and Postgres, so CPU time is a share of the machine's, not of\n")
+	w("one core.\n\n")
+	if bare {
+		compareMethod(b)
+	}
 	if len(r.Profiles) == 0 {
 		w("No profile was taken: the run had no point at %d connections.\n\n", TargetConns)
 	}
-	for _, p := range r.Profiles {
-		name := map[string]string{"fresh": "Fresh payments", "replay": "Replays"}[p.Scenario]
-		w("### %s at %d connections (%.0f s)\n\n", orDash(name), p.Conns, p.Seconds)
-		if p.Error != "" {
-			w("Not everything could be read: %s.\n\n", p.Error)
+	for _, scenario := range []string{"fresh", "replay"} {
+		var service, bareProf *Profile
+		for i := range r.Profiles {
+			if p := &r.Profiles[i]; p.Scenario == scenario {
+				if p.Process == "bare" {
+					bareProf = p
+				} else {
+					service = p
+				}
+			}
 		}
-		for _, t := range p.Tops {
-			w("<details><summary>%s</summary>\n\n```text\n%s\n```\n\n</details>\n\n", t.Title, t.Text)
+		first := cmp.Or(service, bareProf)
+		if first == nil {
+			continue
+		}
+		name := map[string]string{"fresh": "Fresh payments", "replay": "Replays"}[scenario]
+		w("### %s at %d connections (%.0f s)\n\n", name, first.Conns, first.Seconds)
+		if bare {
+			compareProfiles(b, r, scenario, service, bareProf)
+		}
+		for _, p := range []*Profile{service, bareProf} {
+			if p == nil {
+				continue
+			}
+			who := "the service"
+			if p.Process == "bare" {
+				who = "the bare service"
+			}
+			if p.Error != "" {
+				w("Not everything of %s could be read: %s.\n\n", who, p.Error)
+			}
+			for _, t := range p.Tops {
+				w("<details><summary>%s: %s</summary>\n\n```text\n%s\n```\n\n</details>\n\n", who, t.Title, t.Text)
+			}
 		}
 	}
 }

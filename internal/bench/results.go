@@ -32,7 +32,8 @@ type Results struct {
 	// create after a fixed latency, service and bare at one concurrency.
 	Slow *Slow `json:"slow,omitempty"`
 	// Profiled is set when the service ran with its pprof server on
-	// (BENCH_PROFILE=1), and Profiles holds what was fetched from it.
+	// (BENCH_PROFILE=1), and Profiles holds what was fetched from it and
+	// from the bare service's.
 	Profiled bool      `json:"profiled,omitempty"`
 	Profiles []Profile `json:"profiles,omitempty"`
 	// Top holds the heaviest statements of the service's fresh and replay
@@ -105,14 +106,22 @@ type Slow struct {
 	BareFresh Load    `json:"bare_fresh"`
 }
 
-// Profile is what the service's pprof server showed during one of its runs.
+// Profile is what a pprof server showed during one run: the service's, or
+// the bare service's during its own run of the same scenario.
 type Profile struct {
+	// Process is "bare" for the bare service's profiles, empty for the
+	// service's.
+	Process string `json:"process,omitempty"`
 	// Scenario is "fresh" or "replay"; Conns the connection count.
 	Scenario string  `json:"scenario"`
 	Conns    int     `json:"conns"`
 	Seconds  float64 `json:"seconds"`
 	// Tops are `go tool pprof -top` summaries, in the report's order.
 	Tops []ProfileTop `json:"tops,omitempty"`
+	// CPU is the CPU profile read by bucket, and Allocs the allocations'
+	// totals (profile_compare.go), when they could be read.
+	CPU    *CPUBreakdown `json:"cpu,omitempty"`
+	Allocs *Allocations  `json:"allocs,omitempty"`
 	// Error says what could not be fetched or read, if anything.
 	Error string `json:"error,omitempty"`
 }

@@ -37,8 +37,8 @@ type Config struct {
 	SlowConns   int
 	SlowLatency time.Duration
 	// Profiler, when set, profiles the service's fresh and replay runs at
-	// TargetConns connections.
-	Profiler *Profiler
+	// TargetConns connections; BareProfiler the bare service's.
+	Profiler, BareProfiler *Profiler
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -155,7 +155,8 @@ func (m *measurer) ceiling(ctx context.Context, script string) (Ceiling, error) 
 // (see Settle); the bare's runs before the first of them, with the emulator
 // filling most of the wait, so its commits never blur the service's. It
 // adds the service's statements to the sums, and returns the profiles
-// taken at TargetConns when profiling.
+// taken at TargetConns when profiling: the service's, and the bare's during
+// its own runs of the same scenarios.
 func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum snapshot) (Point, []Profile, error) {
 	p := Point{Conns: m.conns}
 	logf(m.cfg.Log, "%d connections", m.conns)
@@ -169,6 +170,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if err != nil {
 		return p, nil, err
 	}
+	bareProfiled := m.profile(ctx, m.cfg.BareProfiler, "fresh")
 	if p.BareFresh, err = m.load(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users, run+"-bare"+suffix)); err != nil {
 		return p, nil, err
 	}
@@ -185,6 +187,9 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		}
 		w.Touched()
 	}
+	if bareProfiled != nil {
+		profiles = append(profiles, bareProfiled())
+	}
 	// The emulator alone fills most of the wait for the counters.
 	if p.Emulator, err = m.load(ctx, EmulatorScenario(m.cfg.EmulatorURL, run+"-emulator"+suffix)); err != nil {
 		return p, nil, err
@@ -198,7 +203,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if err != nil {
 		return p, nil, err
 	}
-	profiled := m.profile(ctx, "fresh")
+	profiled := m.profile(ctx, m.cfg.Profiler, "fresh")
 	if p.Fresh, err = m.load(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users, run+suffix)); err != nil {
 		return p, nil, err
 	}
@@ -255,7 +260,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if before, err = st.Snapshot(ctx); err != nil {
 		return p, nil, err
 	}
-	profiled = m.profile(ctx, "replay")
+	profiled = m.profile(ctx, m.cfg.Profiler, "replay")
 	if p.Replay, err = m.load(ctx, ReplayScenario("service replays", m.cfg.ServiceURL, m.cfg.Users, m.cfg.ReplayKeys, ServiceReplayPrefix)); err != nil {
 		return p, nil, err
 	}
@@ -267,23 +272,28 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if profiled != nil {
 		profiles = append(profiles, profiled())
 	}
+	bareProfiled = m.profile(ctx, m.cfg.BareProfiler, "replay")
 	if p.BareReplay, err = m.load(ctx, ReplayScenario("bare replays", m.cfg.BareURL, m.cfg.Users, m.cfg.ReplayKeys, BareReplayPrefix)); err != nil {
 		return p, nil, err
 	}
 	w.Touched()
+	if bareProfiled != nil {
+		profiles = append(profiles, bareProfiled())
+	}
 	if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql"); err != nil {
 		return p, nil, err
 	}
 	return p, profiles, nil
 }
 
-// profile starts profiling the service's next run when this is the
-// connection count the targets are judged at; it returns nil otherwise.
-func (m *measurer) profile(ctx context.Context, scenario string) func() Profile {
-	if m.cfg.Profiler == nil || m.conns != TargetConns {
+// profile starts profiling the next run with p (the service's profiler or
+// the bare's) when this is the connection count the targets are judged at;
+// it returns nil otherwise.
+func (m *measurer) profile(ctx context.Context, p *Profiler, scenario string) func() Profile {
+	if p == nil || m.conns != TargetConns {
 		return nil
 	}
-	return m.cfg.Profiler.During(ctx, scenario, m.conns, m.cfg.Warmup, m.cfg.Duration)
+	return p.During(ctx, scenario, m.conns, m.cfg.Warmup, m.cfg.Duration)
 }
 
 // slow measures the slow-processor point: the emulator answers every

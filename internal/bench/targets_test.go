@@ -159,7 +159,9 @@ var (
 func TestReportCitesOnlyRepositoryFiles(t *testing.T) {
 	r := sample()
 	r.Profiled = true
-	r.Profiles = []Profile{{Scenario: "fresh", Conns: 32, Seconds: 10, Tops: []ProfileTop{{Title: "CPU by flat time", Text: "flat"}}},
+	cpu := &CPUBreakdown{Seconds: 10, CPU: 5, Buckets: map[string]float64{bucketDB: 3, bucketHTTPServer: 2}}
+	r.Profiles = []Profile{{Scenario: "fresh", Conns: 32, Seconds: 10, Tops: []ProfileTop{{Title: "CPU by flat time", Text: "flat"}}, CPU: cpu},
+		{Process: "bare", Scenario: "fresh", Conns: 32, Seconds: 10, CPU: cpu, Allocs: &Allocations{Seconds: 10, Objects: 1, Bytes: 1}},
 		{Scenario: "replay", Conns: 32, Seconds: 10, Error: "block: connection refused"}}
 	text := Markdown(r, "docs/bench.svg") + SVG(r)
 	for _, p := range pathRe.FindAllString(text, -1) {
@@ -174,7 +176,9 @@ func TestReportCitesOnlyRepositoryFiles(t *testing.T) {
 	require.NotContains(t, text, ".tmp")
 	require.Contains(t, text, "## Where the service's time goes")
 	require.Contains(t, text, "### Fresh payments at 32 connections (10 s)")
-	require.Contains(t, text, "Not everything could be read: block: connection refused.")
+	require.Contains(t, text, "Not everything of the service could be read: block: connection refused.")
+	require.Contains(t, text, "| **CPU / request** |")
+	require.Contains(t, text, "<summary>the service: CPU by flat time</summary>")
 
 	r.Profiled, r.Profiles = false, nil
 	require.Contains(t, Markdown(r, "bench.svg"), "This run was not profiled. `BENCH_PROFILE=1 make bench`")

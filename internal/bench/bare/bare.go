@@ -7,6 +7,17 @@
 //
 // Its SQL must stay statement for statement with bench/pgbench/fresh.sql,
 // the SQL ceiling of the same two transactions: change one, change both.
+//
+// # Profiles
+//
+// It serves Go's profiles (net/http/pprof) only when asked: with a pprof
+// address (paymentsd-bare -pprof, which `BENCH_PROFILE=1 make bench` passes
+// so that the bare's profiles can be read beside the service's), on a
+// listener of its own, with the block and mutex sampling rates the
+// service's pprof server sets (internal/cli/pprof.go), so that the two pay
+// alike for being profiled. Without one it opens no listener and leaves
+// block and mutex profiling off: it costs nothing, and an unprofiled run
+// measures the bare as it always was.
 package bare
 
 import (
@@ -16,6 +27,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -245,7 +258,9 @@ func (s *Server) charge(ctx context.Context, in intent.Intent, p *params) (*stri
 // service's (db.ParseConfig: same size), the Stripe client is the service's
 // own (payments.NewCharger: retries off, same transport and timeout), and
 // usersFile holds `paymentsd users create` lines: the API keys it accepts.
-func Run(ctx context.Context, addr, dbURL, stripeBase, stripeKey, usersFile string) error {
+// A non-empty pprofAddr serves the profiles there too (see Profiles in the
+// package documentation).
+func Run(ctx context.Context, addr, pprofAddr, dbURL, stripeBase, stripeKey, usersFile string) error {
 	list, err := bench.ReadUsers(usersFile)
 	if err != nil {
 		return err
@@ -272,10 +287,39 @@ func Run(ctx context.Context, addr, dbURL, stripeBase, stripeKey, usersFile stri
 	if err != nil {
 		return err
 	}
+	if pprofAddr != "" {
+		if err := servePprof(ctx, pprofAddr); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	return nil
+}
+
+// servePprof serves Go's profiles on addr until ctx is done, as the
+// service's servePprof (internal/cli/pprof.go) does, with the same block and
+// mutex sampling. Unlike the service's, it fails when addr cannot be
+// listened on: a profiled bench run needs the bare's profiles.
+func servePprof(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	runtime.SetBlockProfileRate(int(time.Millisecond / 10)) // sample blocking of 100µs and more
+	runtime.SetMutexProfileFraction(10)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() { <-ctx.Done(); _ = srv.Close() }()
 	return nil
 }
