@@ -95,10 +95,9 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	}
 
 	// Once the key is reserved the request must run to a recorded outcome
-	// even if the client hangs up: detach from its cancellation, bounded.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.RequestTimeout)
-	defer cancel()
-	res, err := s.engine.Execute(ctx, &phases.Request{
+	// even if the client hangs up: the engine detaches the run from its
+	// cancellation then, bounded by RunTimeout.
+	res, err := s.engine.Execute(r.Context(), &phases.Request{
 		UserID:      user,
 		Key:         key,
 		Flow:        ep.Flow.Name,
@@ -106,6 +105,7 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 		Path:        r.URL.Path,
 		Params:      canonical,
 		Fingerprint: fingerprint,
+		RunTimeout:  s.cfg.RequestTimeout,
 	})
 	logRecoveryPoint(r, res, err)
 	outcomes := s.metrics.IdempotencyOutcomes

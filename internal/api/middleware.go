@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
@@ -24,7 +25,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		w.Header().Set("Request-Id", id)
 		log := s.log.With().Str("request_id", id).Logger()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		r = r.WithContext(log.WithContext(r.Context()))
+		r = r.WithContext(log.WithContext(context.WithValue(r.Context(), requestKey{}, &requestState{})))
 
 		next.ServeHTTP(ww, r)
 
