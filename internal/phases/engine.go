@@ -380,11 +380,11 @@ func replay(key *keyState) (*Result, error) {
 	return &Result{Response: resp, Replayed: true}, nil
 }
 
-// decodeHeaders reads stored response headers as fence encodes them (a
-// flat JSON object of strings), when none of them holds an escape; ok is
-// false for anything else, which encoding/json then reads. Every replay
-// decodes them, and encoding/json's reflection was a third of a replay's
-// allocations.
+// decodeHeaders reads stored response headers as Postgres gives back the
+// jsonb fence stored (a flat object of strings, a space after each colon
+// and comma), when none of them holds an escape; ok is false for anything
+// else, which encoding/json then reads. Every replay decodes them, and
+// encoding/json's reflection was a third of a replay's allocations.
 func decodeHeaders(b []byte) (map[string]string, bool) {
 	if len(b) < 2 || b[0] != '{' || bytes.IndexByte(b, '\\') >= 0 {
 		return nil, false
@@ -394,6 +394,9 @@ func decodeHeaders(b []byte) (map[string]string, bool) {
 		return h, true
 	}
 	str := func(i int) (string, int, bool) { // the string literal at b[i:], and what follows
+		if i < len(b) && b[i] == ' ' {
+			i++
+		}
 		if i >= len(b) || b[i] != '"' {
 			return "", 0, false
 		}

@@ -22,7 +22,11 @@ func TestDecodeHeadersAgreesWithEncodingJSON(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, h, got.Response.Headers, "%s", stored)
 	}
-	for _, bad := range []string{`{"a":1}`, `{"a":"b",}`, `{"a":"b"}x`, `{"a" : "b"}`, `{"a"}`, `[]`, `{`} {
+	// What a jsonb column gives back.
+	h, ok := decodeHeaders([]byte(`{"Location": "/payments/1", "Content-Type": "application/json"}`))
+	require.True(t, ok)
+	require.Equal(t, map[string]string{"Location": "/payments/1", "Content-Type": "application/json"}, h)
+	for _, bad := range []string{`{"a":1}`, `{"a":"b",}`, `{"a":"b"}x`, `{"a" : "b"}`, `{"a":  "b"}`, `{"a"}`, `[]`, `{`} {
 		_, ok := decodeHeaders([]byte(bad))
 		require.False(t, ok, bad)
 	}
