@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Beginner is what WithTx needs: a pool, a connection or an outer transaction.
@@ -53,9 +54,14 @@ func WithTxV[T any](ctx context.Context, db Beginner, fn func(ctx context.Contex
 
 func withTxOnce[T any](ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
 	var zero T
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return zero, fmt.Errorf("error beginning transaction: %w", err)
+	var tx pgx.Tx
+	if pool, ok := db.(*pgxpool.Pool); ok {
+		tx = &lazyTx{pool: pool}
+	} else {
+		var err error
+		if tx, err = db.Begin(ctx); err != nil {
+			return zero, fmt.Errorf("error beginning transaction: %w", err)
+		}
 	}
 	// Roll back even when ctx is already cancelled, so the connection goes back
 	// to the pool clean. After a commit this is a no-op.
