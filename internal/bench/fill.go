@@ -69,10 +69,14 @@ package bench
 // jobs (only the periodic completer and reaper jobs are left there in a
 // steady state) and the receipt outbox (drained within a second).
 //
-// Filled keys are named "fill-" and 32 hex digits (random-looking, as
-// clients' UUIDs are), so they never collide with the benchmark's own
-// "replay-N" and "bench-…" keys, and a second fill of the same database
-// names other keys. Ids are reserved from the tables' sequences before
+// Filled keys are random UUIDv4s, as clients send them (from a hash of the
+// key's id, so a second fill of the same database names other keys): they
+// sort at random among their user's keys, as the benchmark's own fresh
+// keys (RandomKey) do, so the unique index and the tombstones' primary key
+// are the ones a service of random client keys has, and a new key lands on
+// a random page of them. They are told apart by their ids (FillStats'
+// FirstKeyID … LastKeyID), not by their names, and never collide with the
+// benchmark's "replay-N" keys. Ids are reserved from the tables' sequences before
 // anything is inserted, so the sequences are left past every filled id.
 //
 // # How

@@ -28,7 +28,8 @@ type FilledRequest struct {
 // (and so over the whole of every index on keys), for a replay scenario
 // that reads the full index rather than a few hot pages of it: the
 // benchmark's own "replay-N" keys sit side by side in the index, filled
-// keys are random. It picks among the keys younger than the retention
+// keys are random. (The filled keys' ids are reserved for them, so every
+// id picked is a filled key's.) It picks among the keys younger than the retention
 // less two hours, so a run in the two hours after the fill replays
 // none that the reaper has taken. stats is what Fill returned; users the
 // users it was given (for their API keys).
@@ -52,7 +53,6 @@ func FilledRequests(ctx context.Context, dbURL string, users []User, stats FillS
 		SELECT k.user_id, k.idempotency_key, k.request_path, k.request_params, k.response_code
 		FROM young CROSS JOIN generate_series(0, $5 - 1) AS i
 		JOIN idempotency_keys AS k ON k.id = young.lo + (young.hi - young.lo) * i / greatest($5 - 1, 1)
-		WHERE k.idempotency_key LIKE 'fill-%'
 		ORDER BY i`,
 		stats.FirstKeyID, stats.LastKeyID, stats.At, (retention - 2*time.Hour).Seconds(), n)
 	if err != nil {
@@ -86,18 +86,21 @@ func FilledRequests(ctx context.Context, dbURL string, users []User, stats FillS
 
 // RelationSize is one table or index of the service's schema.
 type RelationSize struct {
-	Name string
+	Name string `json:"name"`
 	// Kind is "table" or "index"; Table names an index's table.
-	Kind, Table string
+	Kind  string `json:"kind"`
+	Table string `json:"table,omitempty"`
 	// Rows is the planner's estimate (reltuples, as of the last VACUUM or
 	// ANALYZE), or an exact count when RowsExact: for tables under 16 MB
 	// and for those never vacuumed or analyzed.
-	Rows      int64
-	RowsExact bool
+	Rows      int64 `json:"rows"`
+	RowsExact bool  `json:"rows_exact,omitempty"`
 	// HeapBytes is a table's own size, TOAST, free space and visibility
 	// maps included (pg_table_size); IndexBytes its indexes' (or the
 	// index's own); TotalBytes both.
-	HeapBytes, IndexBytes, TotalBytes int64
+	HeapBytes  int64 `json:"heap_bytes"`
+	IndexBytes int64 `json:"index_bytes"`
+	TotalBytes int64 `json:"total_bytes"`
 }
 
 // smallTableBytes is the size under which Sizes counts a table's rows.

@@ -21,6 +21,15 @@ const fillFunctions = `
 CREATE FUNCTION pg_temp.fill_h(x bigint) RETURNS bigint LANGUAGE sql STABLE
 AS $$ SELECT (((x + 40503) * 2654435761) % 4294967296) >> 12 $$;
 
+-- A client's key: a UUIDv4 as clients send them (its version and variant
+-- set), the rest of it from hash h, the variant's two free bits from n.
+-- Random keys sort at random among the keys of their user, so the unique
+-- index on (user_id, idempotency_key) and the tombstones' primary key are
+-- the ones a service of random client keys has, and a new key lands on a
+-- random page of them.
+CREATE FUNCTION pg_temp.fill_key(h text, n bigint) RETURNS text LANGUAGE sql STABLE
+AS $$ SELECT overlay(overlay(h::uuid::text PLACING '4' FROM 15) PLACING substr('89ab', 1 + (n % 4)::int, 1) FROM 20) $$;
+
 -- When the key at position n was created: positions spread evenly over the
 -- span that ends at the anchor, oldest first (ids grow with time, as a
 -- sequence hands them out).
@@ -117,7 +126,7 @@ SELECT n, key_id, is_refund, user_id, key, created_at, finished_at,
        CASE WHEN NOT is_refund AND NOT declined THEN {{RECEIPT_BASE}} + i - 2 * (i / 25) - least(i % 25, 2) END
 FROM (
     SELECT n, i, {{KEY_BASE}} + n AS key_id, is_refund, pg_temp.fill_user(i) AS user_id,
-           'fill-' || md5('k' || ({{KEY_BASE}} + n)) AS key,
+           pg_temp.fill_key(md5('k' || ({{KEY_BASE}} + n)), n) AS key,
            pg_temp.fill_t0(n) AS created_at, pg_temp.fill_t1(n) AS finished_at,
            {{PAYMENT_BASE}} + i AS payment_id, pg_temp.fill_amount(i) AS amount, pg_temp.fill_currency(i) AS currency,
            pg_temp.fill_pm(i) AS pm, pg_temp.fill_description(i) AS description, pg_temp.fill_declined(i) AS declined,
@@ -258,7 +267,7 @@ const fillTombstones = `
 INSERT INTO idempotency_key_tombstones (
     user_id, idempotency_key, request_method, request_path, request_fingerprint,
     response_code, resource_type, resource_id, finished_at, reaped_at)
-SELECT pg_temp.fill_user(i), 'fill-' || md5('k' || ({{TOMB_KEY_BASE}} + m)), 'POST',
+SELECT pg_temp.fill_user(i), pg_temp.fill_key(md5('k' || ({{TOMB_KEY_BASE}} + m)), m), 'POST',
        CASE WHEN is_refund THEN '/payments/' || ({{TOMB_PAYMENT_BASE}} + i) || '/refunds' ELSE '/payments' END,
        CASE WHEN is_refund
             THEN pg_temp.fill_fingerprint('/payments/{id}/refunds', pg_temp.fill_refund_canon(m / 21, pg_temp.fill_amount(i), {{TOMB_PAYMENT_BASE}} + i))

@@ -101,6 +101,10 @@ func jsonKeys(t *testing.T, body []byte) []string {
 	return keys
 }
 
+// filledKeyMatch matches the keys a fill made: UUIDv4s, where the service's keys
+// in these tests are named real-….
+const filledKeyMatch = "idempotency_key ~ '^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'"
+
 type filledKey struct {
 	ID       int64
 	UserID   int64
@@ -120,7 +124,7 @@ func filledKeys(t *testing.T, pool *pgxpool.Pool, where string, args ...any) []f
 	rows, err := pool.Query(context.Background(), `
 		SELECT id, user_id, idempotency_key, flow, request_path, request_params::text::bytea, request_fingerprint,
 		       response_code, response_headers, response_body, finished_at
-		FROM idempotency_keys WHERE idempotency_key LIKE 'fill-%' AND `+where+` ORDER BY id`, args...)
+		FROM idempotency_keys WHERE `+filledKeyMatch+` AND `+where+` ORDER BY id`, args...)
 	require.NoError(t, err)
 	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (filledKey, error) {
 		var k filledKey
@@ -212,7 +216,7 @@ func TestFillShape(t *testing.T) {
 	require.EqualValues(t, keys, stats.Tombstones)
 	require.InDelta(t, keys/100, stats.Backlog, 2)
 	require.InDelta(t, keys/100, stats.TombstoneBacklog, 2)
-	require.EqualValues(t, keys, count(t, pool, "SELECT count(*) FROM idempotency_keys WHERE idempotency_key LIKE 'fill-%'"))
+	require.EqualValues(t, keys, count(t, pool, "SELECT count(*) FROM idempotency_keys WHERE "+filledKeyMatch))
 	require.EqualValues(t, keys+3, count(t, pool, "SELECT count(*) FROM idempotency_keys"))
 	require.EqualValues(t, keys, count(t, pool, "SELECT count(*) FROM idempotency_key_tombstones"))
 	require.EqualValues(t, keys, count(t, pool, "SELECT count(*) FROM stripe_events"))
@@ -245,16 +249,16 @@ func TestFillShape(t *testing.T) {
 	// Keys: finished and released, spread evenly over the users, ids
 	// growing with time, the newest created before the anchor and the
 	// oldest a retention and a backlog's share of it earlier.
-	require.Zero(t, count(t, pool, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key LIKE 'fill-%'
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM idempotency_keys WHERE `+filledKeyMatch+`
 		AND (recovery_point <> 'finished' OR lock_token IS NOT NULL OR locked_by IS NOT NULL OR runs <> 1
 		     OR last_run_at <> finished_at OR finished_at <= created_at OR finished_at > created_at + interval '1 second')`))
 	for _, u := range users {
-		require.InDelta(t, keys/len(users), count(t, pool, "SELECT count(*) FROM idempotency_keys WHERE user_id = $1 AND idempotency_key LIKE 'fill-%'", u.ID), 40)
+		require.InDelta(t, keys/len(users), count(t, pool, "SELECT count(*) FROM idempotency_keys WHERE user_id = $1 AND "+filledKeyMatch, u.ID), 40)
 	}
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM (SELECT created_at < lag(created_at) OVER (ORDER BY id) AS back
-		FROM idempotency_keys WHERE idempotency_key LIKE 'fill-%') k WHERE back`))
+		FROM idempotency_keys WHERE `+filledKeyMatch+`) k WHERE back`))
 	var oldest, newest time.Time
-	require.NoError(t, pool.QueryRow(ctx, "SELECT min(created_at), max(created_at) FROM idempotency_keys WHERE idempotency_key LIKE 'fill-%'").Scan(&oldest, &newest))
+	require.NoError(t, pool.QueryRow(ctx, "SELECT min(created_at), max(created_at) FROM idempotency_keys WHERE "+filledKeyMatch).Scan(&oldest, &newest))
 	require.True(t, newest.Before(stats.At), "newest %s, anchor %s", newest, stats.At)
 	require.WithinDuration(t, stats.At.Add(-24*time.Hour*100/99), oldest, time.Minute)
 
@@ -272,7 +276,7 @@ func TestFillShape(t *testing.T) {
 		WHERE p.status <> 'succeeded' OR r.user_id <> p.user_id OR r.currency <> p.currency OR r.created_at <= p.created_at
 		   OR p.updated_at < r.updated_at`))
 	require.EqualValues(t, refundKeys, count(t, pool, `SELECT count(DISTINCT r.payment_id) FROM refunds r
-		JOIN idempotency_keys k ON k.id = r.idempotency_key_id WHERE k.idempotency_key LIKE 'fill-%'`))
+		JOIN idempotency_keys k ON k.id = r.idempotency_key_id WHERE k.`+filledKeyMatch))
 
 	// Audit records: created and an outcome, per payment and per refund.
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM (

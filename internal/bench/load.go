@@ -16,8 +16,11 @@ type Scenario struct {
 	// Request builds the seq-th request of worker w. It is called by that
 	// worker only.
 	Request func(w, seq int) (*http.Request, error)
-	// Accept reports whether a 2xx response is the expected one. Nil
-	// accepts every 2xx.
+	// Answer reports whether a status is an answer rather than a failure
+	// (counted in Load.NonOK). Nil takes every 2xx.
+	Answer func(status int) bool
+	// Accept reports whether an answer is the expected one. Nil accepts
+	// every answer.
 	Accept func(resp *http.Response) bool
 }
 
@@ -69,7 +72,7 @@ func (r loadRun) Run(ctx context.Context, sc Scenario) (Load, error) {
 					errOnce.Do(func() { buildErr = err })
 					return
 				}
-				rec.do(client, req.WithContext(ctx), sc.Accept, from, to)
+				rec.do(client, req.WithContext(ctx), sc, from, to)
 			}
 		})
 	}
@@ -81,7 +84,7 @@ func (r loadRun) Run(ctx context.Context, sc Scenario) (Load, error) {
 }
 
 // do sends one request and records its outcome.
-func (rec *recorder) do(client *http.Client, req *http.Request, accept func(*http.Response) bool, from, to time.Time) {
+func (rec *recorder) do(client *http.Client, req *http.Request, sc Scenario, from, to time.Time) {
 	sent := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
@@ -97,10 +100,11 @@ func (rec *recorder) do(client *http.Client, req *http.Request, accept func(*htt
 	case copyErr != nil:
 		rec.errors++
 		return
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
+	case sc.Answer == nil && (resp.StatusCode < 200 || resp.StatusCode > 299),
+		sc.Answer != nil && !sc.Answer(resp.StatusCode):
 		rec.nonOK[resp.StatusCode]++
 		return
-	case accept != nil && !accept(resp):
+	case sc.Accept != nil && !sc.Accept(resp):
 		rec.unexpected++
 		return
 	}

@@ -102,7 +102,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	if cfg.SlowConns > 0 {
 		m := measurer{cfg: cfg, conns: cfg.SlowConns}
-		if res.Slow, err = m.slow(ctx, run); err != nil {
+		if res.Slow, err = m.slow(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -171,7 +171,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		return p, nil, err
 	}
 	bareProfiled := m.profile(ctx, m.cfg.BareProfiler, "fresh")
-	if p.BareFresh, err = m.load(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users, run+"-bare"+suffix)); err != nil {
+	if p.BareFresh, err = m.load(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users)); err != nil {
 		return p, nil, err
 	}
 	bareEnd, err := w.Read(ctx)
@@ -204,7 +204,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		return p, nil, err
 	}
 	profiled := m.profile(ctx, m.cfg.Profiler, "fresh")
-	if p.Fresh, err = m.load(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users, run+suffix)); err != nil {
+	if p.Fresh, err = m.load(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users)); err != nil {
 		return p, nil, err
 	}
 	after, err := st.Snapshot(ctx)
@@ -300,7 +300,7 @@ func (m *measurer) profile(ctx context.Context, p *Profiler, scenario string) fu
 // create after SlowLatency while the service, then the bare service, keep
 // SlowConns payments in flight. The emulator's latency is reset afterwards,
 // whatever happens.
-func (m *measurer) slow(ctx context.Context, run string) (*Slow, error) {
+func (m *measurer) slow(ctx context.Context) (*Slow, error) {
 	s := &Slow{Conns: m.conns, LatencyMS: ms(m.cfg.SlowLatency)}
 	logf(m.cfg.Log, "slow processor: the emulator answers in %s, %d payments in flight", m.cfg.SlowLatency, m.conns)
 	latency := m.cfg.SlowLatency.Milliseconds()
@@ -316,17 +316,17 @@ func (m *measurer) slow(ctx context.Context, run string) (*Slow, error) {
 		}
 	}()
 	var err error
-	suffix := "-slow-c" + strconv.Itoa(m.conns)
-	if s.Fresh, err = m.load(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users, run+suffix)); err != nil {
+	if s.Fresh, err = m.load(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users)); err != nil {
 		return nil, err
 	}
-	if s.BareFresh, err = m.load(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users, run+"-bare"+suffix)); err != nil {
+	if s.BareFresh, err = m.load(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users)); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// runID tells this run's idempotency keys from any other run's.
+// runID tells this run's Stripe idempotency keys (the emulator-alone runs')
+// from any other run's; the payments' own keys are random (RandomKey).
 func runID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)

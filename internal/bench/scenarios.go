@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // User is one line of `paymentsd users create`.
@@ -83,16 +86,32 @@ func replayed(resp *http.Response) bool {
 }
 
 // FreshScenario posts new payments: every request has a key never used
-// before (run tells runs, and the service's keys from the bare's, apart),
-// and worker w sends as user w modulo the number of users.
-func FreshScenario(name, base string, users []User, run string) Scenario {
+// before, a random UUIDv4 as clients send them, so that the key's insert
+// lands on a random page of the unique index (and of the tombstones'), as
+// it does in production; worker w sends as user w modulo the number of
+// users.
+func FreshScenario(name, base string, users []User) Scenario {
 	return Scenario{
 		Name: name,
 		Request: func(w, seq int) (*http.Request, error) {
-			return paymentRequest(base, users[w%len(users)], run+"-w"+strconv.Itoa(w)+"-"+strconv.Itoa(seq))
+			return paymentRequest(base, users[w%len(users)], RandomKey())
 		},
 		Accept: created,
 	}
+}
+
+// RandomKey is a random UUIDv4 in its canonical text form. It comes from
+// math/rand/v2's generator, which is cheap and needs no lock: a load
+// generator's key needs to be unique and evenly spread, not unguessable.
+func RandomKey() string {
+	var u uuid.UUID
+	a, b := rand.Uint64(), rand.Uint64()
+	for i := range 8 {
+		u[i], u[8+i] = byte(a>>(8*i)), byte(b>>(8*i))
+	}
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
+	return u.String()
 }
 
 // The replay keys of the service and of the bare service: the i-th
@@ -113,6 +132,38 @@ func ReplayScenario(name, base string, users []User, keys int, prefix string) Sc
 			return paymentRequest(base, users[n%len(users)], prefix+strconv.Itoa(n/len(users)%keys))
 		},
 		Accept: replayed,
+	}
+}
+
+// FilledReplayScenario posts the requests of keys a fill finished
+// (FilledRequests) again, each to its own path (payments and refunds) with
+// its own body and user, cycling through them; worker w starts its own
+// stretch of them, so that the lookups spread over the whole index rather
+// than a few hot pages. Each must answer its stored status (201, or 402 for
+// a declined payment) marked as a replay.
+func FilledReplayScenario(name, base string, reqs []FilledRequest) Scenario {
+	status := make(map[string]int, len(reqs))
+	for _, r := range reqs {
+		status[r.Key] = r.Status
+	}
+	return Scenario{
+		Name: name,
+		Request: func(w, seq int) (*http.Request, error) {
+			r := reqs[(w*7919+seq)%len(reqs)]
+			req, err := http.NewRequest(http.MethodPost, base+r.Path, bytes.NewReader(r.Body))
+			if err != nil {
+				return nil, err
+			}
+			req.Header.Set("Authorization", "Bearer "+r.User.APIKey)
+			req.Header.Set("Idempotency-Key", r.Key)
+			req.Header.Set("Content-Type", "application/json")
+			return req, nil
+		},
+		Answer: func(code int) bool { return code == http.StatusCreated || code == http.StatusPaymentRequired },
+		Accept: func(resp *http.Response) bool {
+			want, ok := status[resp.Request.Header.Get("Idempotency-Key")]
+			return ok && resp.StatusCode == want && resp.Header.Get("Idempotent-Replayed") == "true"
+		},
 	}
 }
 
