@@ -116,10 +116,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, stripe *client.API, users map[
 	return s, pool.QueryRow(ctx, "SELECT namespace FROM deployment").Scan(&s.namespace)
 }
 
-// Handler routes POST /payments, and GET /healthz for the harness to wait on.
+// Handler routes POST /payments, POST /payments/{id}/refunds (replays
+// only: the refunds of a filled database, make bench-fill), and GET
+// /healthz for the harness to wait on.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /payments", s.pay)
+	mux.HandleFunc("POST /payments/{id}/refunds", s.replayRefund)
 	mux.HandleFunc("GET /healthz", func(http.ResponseWriter, *http.Request) {})
 	return mux
 }
@@ -132,31 +135,48 @@ type params struct {
 	Description   *string `json:"description"`
 }
 
-func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+// replay answers a request whose key is known: with the stored answer when
+// the key is finished. It reports whether it answered; it did not when the
+// key is new.
+func (s *Server) replay(w http.ResponseWriter, r *http.Request) (user int64, key string, answered bool) {
 	apiKey, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	user, ok := s.users[apiKey]
 	if !ok {
 		http.Error(w, "unknown API key", http.StatusUnauthorized)
-		return
+		return 0, "", true
 	}
-	key := r.Header.Get("Idempotency-Key")
-
+	key = r.Header.Get("Idempotency-Key")
 	var (
 		point   string
 		code    *int
 		headers map[string]string
 		body    []byte
 	)
-	switch err := s.pool.QueryRow(ctx, readKey, user, key).Scan(&point, &code, &headers, &body); {
+	switch err := s.pool.QueryRow(r.Context(), readKey, user, key).Scan(&point, &code, &headers, &body); {
 	case err == nil && point == "finished":
 		answer(w, headers, *code, body, true)
-		return
 	case err == nil:
 		http.Error(w, "in flight", http.StatusConflict)
-		return
 	case !errors.Is(err, pgx.ErrNoRows):
 		http.Error(w, err.Error(), http.StatusInternalServerError)
+	default:
+		return user, key, false
+	}
+	return user, key, true
+}
+
+// replayRefund answers a refund's replay, the same one indexed read as a
+// payment's; it makes no refunds.
+func (s *Server) replayRefund(w http.ResponseWriter, r *http.Request) {
+	if _, _, answered := s.replay(w, r); !answered {
+		http.Error(w, "the bare service only replays refunds", http.StatusNotFound)
+	}
+}
+
+func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	user, key, answered := s.replay(w, r)
+	if answered {
 		return
 	}
 
@@ -201,10 +221,10 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body, _ = json.Marshal(payments.View{ID: paymentID, Amount: p.Amount, Currency: p.Currency, Status: "succeeded",
+	body, _ := json.Marshal(payments.View{ID: paymentID, Amount: p.Amount, Currency: p.Currency, Status: "succeeded",
 		StripePaymentIntentID: &pi.ID, Description: p.Description, CreatedAt: created.UTC()})
 	body = append(body, '\n')
-	headers = map[string]string{"Content-Type": "application/json", "Location": "/payments/" + strconv.FormatInt(paymentID, 10)}
+	headers := map[string]string{"Content-Type": "application/json", "Location": "/payments/" + strconv.FormatInt(paymentID, 10)}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, recordPayment, paymentID, pi.ID)
 		if err == nil {

@@ -117,6 +117,20 @@ func TestBareDoesWhatTheServiceDoes(t *testing.T) {
 	require.Equal(t, fromBare.Body, again.Body)
 	require.Equal(t, fromBare.Header.Get("Location"), again.Header.Get("Location"))
 
+	// A refund the service made replays through the bare too, at its own
+	// path; a refund it does not know it does not make.
+	refundPath := "/payments/" + jsonID(t, fromService.Body) + "/refunds"
+	refund := svc.Do(t, "POST", refundPath, `{"amount":500}`,
+		"Authorization", "Bearer "+apiKey, "Idempotency-Key", "refund-1", "Content-Type", "application/json")
+	require.Equal(t, 201, refund.Status, "%s", refund.Body)
+	refundAgain := bare.Do(t, "POST", refundPath, `{"amount":500}`,
+		"Authorization", "Bearer "+apiKey, "Idempotency-Key", "refund-1", "Content-Type", "application/json")
+	require.Equal(t, 201, refundAgain.Status)
+	require.Equal(t, "true", refundAgain.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, refund.Body, refundAgain.Body)
+	require.Equal(t, 404, bare.Do(t, "POST", refundPath, `{"amount":500}`,
+		"Authorization", "Bearer "+apiKey, "Idempotency-Key", "refund-2", "Content-Type", "application/json").Status)
+
 	// A key in flight is a 409.
 	_, err = svc.Pool.Exec(ctx, `UPDATE idempotency_keys SET recovery_point = 'payment_created', finished_at = NULL,
 		response_code = NULL, response_body = NULL, response_headers = NULL WHERE user_id = $1 AND idempotency_key = 'bare-order-1'`, user)
