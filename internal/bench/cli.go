@@ -15,9 +15,15 @@ import (
 
 const usage = `usage:
   paymentsd-bench setup -admin-url URL -db NAME   drop and create database NAME; print its URL
+  paymentsd-bench drop -admin-url URL -db NAME    drop database NAME if it exists
   paymentsd-bench free-port                       print a free TCP port on 127.0.0.1
   paymentsd-bench wait -url URL [-timeout 30s]    wait until URL answers 200
   paymentsd-bench run [flags]                     measure; write the JSON results and the report
+  paymentsd-bench fill -json F -db-url URL -users F -keys N
+                                                  fill the database (the services stopped) and
+                                                  record the fill in the saved results
+  paymentsd-bench run-filled -json F [flags]      measure the filled point (the services started
+                                                  again); add it to the results and the report
   paymentsd-bench report -json F -md F -svg F     render the report again from saved results
 `
 
@@ -55,6 +61,16 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintln(stdout, url)
 		}
 		return err
+	case "drop":
+		admin, db := fs.String("admin-url", "", "a database URL on the server"), fs.String("db", "", "database to drop")
+		if fs.Parse(args[1:]) != nil || *admin == "" || *db == "" {
+			return errUsage
+		}
+		return DropDatabase(ctx, *admin, *db)
+	case "fill":
+		return fillCmd(ctx, fs, args[1:], stderr)
+	case "run-filled":
+		return runFilledCmd(ctx, fs, args[1:], stdout, stderr)
 	case "free-port":
 		port, err := FreePort()
 		if err == nil {
@@ -139,14 +155,7 @@ func runCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 		return err
 	}
 	defer os.RemoveAll(logDir)
-	*cfg.PGBench = PGBench{
-		Path: cfg.PGBench.Path, URL: cfg.BenchURL, Duration: *duration, LogDir: logDir,
-		Vars: map[string]string{
-			"umin":  strconv.FormatInt(cfg.Users[0].ID, 10),
-			"umax":  strconv.FormatInt(cfg.Users[len(cfg.Users)-1].ID, 10),
-			"nkeys": strconv.Itoa(cfg.ReplayKeys),
-		},
-	}
+	cfg.PGBench = newPGBench(cfg.PGBench.Path, cfg.BenchURL, *duration, logDir, cfg.Users, cfg.ReplayKeys)
 
 	res, err := Run(ctx, cfg)
 	if err != nil {
@@ -161,6 +170,103 @@ func runCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 		return err
 	}
 	fmt.Fprintf(stdout, "\n%s\nWrote %s and %s.\n", Tables(res), *md, *svg)
+	return nil
+}
+
+// newPGBench is pgbench at path against dbURL, with the scripts' variables:
+// the users' id range and the replay keys per user.
+func newPGBench(path, dbURL string, duration time.Duration, logDir string, users []User, replayKeys int) *PGBench {
+	return &PGBench{
+		Path: path, URL: dbURL, Duration: duration, LogDir: logDir,
+		Vars: map[string]string{
+			"umin":  strconv.FormatInt(users[0].ID, 10),
+			"umax":  strconv.FormatInt(users[len(users)-1].ID, 10),
+			"nkeys": strconv.Itoa(replayKeys),
+		},
+	}
+}
+
+// fillCmd fills the bench database and records the fill in the saved
+// results (see filled.go).
+func fillCmd(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	var (
+		jsonPath  = fs.String("json", "", "the saved results of the run on the empty database, to record the fill in")
+		dbURL     = fs.String("db-url", "", "URL of the bench database")
+		users     = fs.String("users", "", "file of `paymentsd users create` lines")
+		keys      = fs.Int("keys", FillKeys, "finished keys to fill")
+		retention = fs.Duration("key-retention", 24*time.Hour, "the service's PAYMENTSD_KEY_RETENTION")
+	)
+	if fs.Parse(args) != nil || fs.NArg() > 0 || *jsonPath == "" || *dbURL == "" || *users == "" || *keys < 1 {
+		return errUsage
+	}
+	res, err := LoadResults(*jsonPath)
+	if err != nil {
+		return err
+	}
+	list, err := ReadUsers(*users)
+	if err != nil {
+		return err
+	}
+	if err := RecordFill(ctx, res, *dbURL, list, *keys, *retention, stderr); err != nil {
+		return err
+	}
+	return res.Save(*jsonPath)
+}
+
+// runFilledCmd measures the filled point, adds it to the saved results and
+// writes the report (see filled.go).
+func runFilledCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
+	cfg := FilledConfig{Log: stderr}
+	var (
+		jsonPath = fs.String("json", "", "the saved results, with the fill recorded")
+		users    = fs.String("users", "", "file of `paymentsd users create` lines")
+		duration = fs.Duration("duration", 10*time.Second, "measured window of every run")
+		pgbench  = fs.String("pgbench", "pgbench", "pgbench binary, for fresh.sql on the filled database (empty: skip it)")
+		md       = fs.String("md", "BENCHMARKS.md", "report to write")
+		svg      = fs.String("svg", "docs/bench.svg", "plot to write")
+	)
+	fs.StringVar(&cfg.ServiceURL, "service", "", "base URL of paymentsd serve")
+	fs.StringVar(&cfg.BareURL, "bare", "", "base URL of the bare service (paymentsd-bare)")
+	fs.StringVar(&cfg.BenchURL, "db-url", "", "URL of the bench database")
+	fs.StringVar(&cfg.Scripts, "scripts", "bench/pgbench", "directory of fresh.sql")
+	fs.DurationVar(&cfg.ReaperInterval, "reaper-interval", 5*time.Second, "the service's PAYMENTSD_REAPER_INTERVAL")
+	fs.DurationVar(&cfg.KeyRetention, "key-retention", 24*time.Hour, "the service's PAYMENTSD_KEY_RETENTION")
+	fs.DurationVar(&cfg.CatchUp, "catch-up", 5*time.Minute, "how long to wait for the reaper to work off the fill's backlog")
+	fs.IntVar(&cfg.ReplayKeys, "replay-keys", FilledReplayKeys, "filled keys the replays cycle over")
+	if fs.Parse(args) != nil || fs.NArg() > 0 || *jsonPath == "" || cfg.ServiceURL == "" || cfg.BareURL == "" || cfg.BenchURL == "" ||
+		*users == "" || *duration <= 0 || cfg.ReaperInterval <= 0 || cfg.KeyRetention <= 0 || cfg.ReplayKeys < 1 {
+		return errUsage
+	}
+	res, err := LoadResults(*jsonPath)
+	if err != nil {
+		return err
+	}
+	if cfg.Users, err = ReadUsers(*users); err != nil {
+		return err
+	}
+	cfg.Duration = *duration
+	cfg.Warmup = min(max(*duration/10, 500*time.Millisecond), 2*time.Second)
+	if *pgbench != "" {
+		if cfg.Scripts, err = filepath.Abs(cfg.Scripts); err != nil {
+			return err
+		}
+		logDir, err := os.MkdirTemp("", "paymentsd-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(logDir)
+		cfg.PGBench = newPGBench(*pgbench, cfg.BenchURL, *duration, logDir, cfg.Users, res.ReplayKeys)
+	}
+	if err := RunFilled(ctx, cfg, res); err != nil {
+		return err
+	}
+	if err := res.Save(*jsonPath); err != nil {
+		return err
+	}
+	if err := writeReport(res, *md, *svg); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\n%s\n%s\nWrote %s and %s.\n", Tables(res), FilledTable(res), *md, *svg)
 	return nil
 }
 

@@ -27,6 +27,7 @@ func Markdown(r *Results, svgPath string) string {
 
 	w("## Results\n\n%s\n", Tables(r))
 	w("![Throughput and p99 latency against connections: the service beside the bare service and the SQL ceiling](%s)\n\n", svgPath)
+	fillSection(&b, r)
 
 	w("## Machine\n\n| | |\n|---|---|\n")
 	m := r.Machine

@@ -60,6 +60,20 @@ func CreateDatabase(ctx context.Context, adminURL, db string) (string, error) {
 	return DatabaseURL(adminURL, db)
 }
 
+// DropDatabase drops database db on the server at adminURL, if it exists,
+// whoever is connected to it.
+func DropDatabase(ctx context.Context, adminURL, db string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("error connecting to %s: %w", redact(adminURL), err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("error dropping database %s: %w", db, err)
+	}
+	return nil
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -30,6 +30,13 @@ const (
 	// WritesPerPayment is the most writing transactions a fresh payment
 	// may cost, background work included, at each of WritesConns.
 	WritesPerPayment = 2.2
+	// FilledRatio is the least share of its own empty-database throughput
+	// the service must keep at TargetConns once the database is filled
+	// (make bench-fill), fresh payments and replays alike; its reaper must
+	// keep up meanwhile. Judged only when a fill ran.
+	FilledRatio = 0.90
+	// FillKeys is the fill the issue asks for, make bench-fill's default.
+	FillKeys = 10_000_000
 )
 
 // WritesConns are the connection counts the writing transactions are
@@ -99,6 +106,8 @@ func Evaluate(r *Results) []Target {
 		targets = append(targets, t)
 	}
 
+	targets = append(targets, filledTargets(r)...)
+
 	var conflicts, failures []string
 	for _, run := range r.runs() {
 		if n := run.load.Conflicts(); n > 0 {
@@ -133,7 +142,46 @@ func (r *Results) runs() []namedLoad {
 		at := fmt.Sprintf(" at the slow point (%d)", s.Conns)
 		runs = append(runs, namedLoad{"service fresh" + at, s.Fresh}, namedLoad{"bare fresh" + at, s.BareFresh})
 	}
+	if f := r.Filled; f.Measured() {
+		at := fmt.Sprintf(" filled at %d", f.Conns)
+		runs = append(runs, namedLoad{"service fresh" + at, f.Fresh}, namedLoad{"bare fresh" + at, f.BareFresh},
+			namedLoad{"service replays" + at, f.Replay}, namedLoad{"bare replays" + at, f.BareReplay})
+	}
 	return runs
+}
+
+// filledTargets judges the filled point, when a fill ran: the service's
+// fresh payments and replays against its own on the empty database, and
+// the reaper.
+func filledTargets(r *Results) []Target {
+	f := r.Filled
+	if f == nil {
+		return nil
+	}
+	with := fmt.Sprintf(" with %s keys filled", formatCount(int64(f.Keys)))
+	fresh := Target{Name: fmt.Sprintf("fresh payments%s ≥ %.0f%% of the empty database's throughput at %d connections", with, FilledRatio*100, TargetConns)}
+	replay := Target{Name: fmt.Sprintf("replays of filled keys%s ≥ %.0f%% of the empty database's throughput at %d connections", with, FilledRatio*100, TargetConns)}
+	reaper := Target{Name: "the reaper keeps up" + with}
+	empty, ok := r.point(TargetConns)
+	switch {
+	case !f.Measured():
+		fresh.Measured = "not measured (the filled point did not run)"
+		replay.Measured, reaper.Measured = fresh.Measured, fresh.Measured
+	case !ok:
+		fresh.Measured = fmt.Sprintf("not measured (no run at %d connections on the empty database)", TargetConns)
+		replay.Measured = fresh.Measured
+	default:
+		fresh.Measured, fresh.Met = shareOf(f.Fresh, empty.Fresh, "payments/s", FilledRatio)
+		replay.Measured, replay.Met = shareOf(f.Replay, empty.Replay, "requests/s", FilledRatio)
+	}
+	if w := f.Window; f.Measured() && w != nil {
+		reaper.Met = f.KeepsUp
+		reaper.Measured = fmt.Sprintf("backlog %d → %d keys over the %.0f s of the filled runs; %.1f keys/s reaped, %.1f/s came due",
+			w.BacklogBefore, w.BacklogAfter, float64(w.Seconds), w.window().ReapedPerSecond(), w.window().DuePerSecond())
+	} else if f.Measured() {
+		reaper.Measured = "not measured"
+	}
+	return []Target{fresh, replay, reaper}
 }
 
 // shareOf is the service's throughput as a share of the bare's, and

@@ -155,9 +155,10 @@ var (
 )
 
 // TestReportCitesOnlyRepositoryFiles renders the report of a profiled run
-// and checks that every file or directory it names is in the repository.
+// with a fill and checks that every file or directory it names is in the
+// repository.
 func TestReportCitesOnlyRepositoryFiles(t *testing.T) {
-	r := sample()
+	r := sampleFilled()
 	r.Profiled = true
 	cpu := &CPUBreakdown{Seconds: 10, CPU: 5, Buckets: map[string]float64{bucketDB: 3, bucketHTTPServer: 2}}
 	r.Profiles = []Profile{{Scenario: "fresh", Conns: 32, Seconds: 10, Tops: []ProfileTop{{Title: "CPU by flat time", Text: "flat"}}, CPU: cpu},
@@ -174,6 +175,7 @@ func TestReportCitesOnlyRepositoryFiles(t *testing.T) {
 		require.True(t, atRoot == nil || inScripts == nil, "the report names %s", f)
 	}
 	require.NotContains(t, text, ".tmp")
+	require.Contains(t, text, "## Ten million keys")
 	require.Contains(t, text, "## Where the service's time goes")
 	require.Contains(t, text, "### Fresh payments at 32 connections (10 s)")
 	require.Contains(t, text, "Not everything of the service could be read: block: connection refused.")
