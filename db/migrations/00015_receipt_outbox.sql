@@ -18,7 +18,9 @@ CREATE INDEX receipt_outbox_run_at_idx ON receipt_outbox (run_at);
 
 -- Receipt jobs River has not finished move to the outbox. A job running
 -- right now in a process of the previous version may finish too: receipts
--- are unique per payment, so its payment gets one receipt either way.
+-- are unique per payment, so its payment gets one receipts row either way
+-- (and, delivery being at least once, may be mailed twice). Jobs such a
+-- process enqueues later are moved by workers.LegacyReceiptWorker.
 INSERT INTO receipt_outbox (payment_id, created_at)
 SELECT (j.args->>'payment_id')::bigint, min(j.created_at)
 FROM river_job AS j

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/db"
@@ -57,9 +58,14 @@ type DispatcherConfig struct {
 	// BatchSize bounds the receipts one transaction takes, and so how many
 	// a crash mid-batch delivers twice. Defaults to 100.
 	BatchSize int
-	// BatchTimeout bounds one batch; a batch cut short rolls back and its
-	// receipts go out again with the next. Defaults to 15s.
+	// BatchTimeout bounds how long a batch goes on starting deliveries:
+	// past it, the batch records what it delivered and ends, and the rest
+	// waits for the next. Defaults to 15s.
 	BatchTimeout time.Duration
+	// DeliveryTimeout bounds one delivery; one that runs out fails and is
+	// put off like any failure. Defaults to BatchTimeout. A batch lasts at
+	// most BatchTimeout + DeliveryTimeout.
+	DeliveryTimeout time.Duration
 }
 
 func (c *DispatcherConfig) setDefaults() {
@@ -71,6 +77,9 @@ func (c *DispatcherConfig) setDefaults() {
 	}
 	if c.BatchTimeout <= 0 {
 		c.BatchTimeout = 15 * time.Second
+	}
+	if c.DeliveryTimeout <= 0 {
+		c.DeliveryTimeout = c.BatchTimeout
 	}
 }
 
@@ -96,11 +105,12 @@ type Dispatcher struct {
 
 // Run drains the outbox until ctx is done: at once while batches come back
 // full, otherwise after Interval. A batch under way when ctx is done runs
-// to its end (within BatchTimeout), so a shutdown delivers nothing twice.
+// to its end (see BatchTimeout), so a shutdown delivers nothing twice.
 func (d *Dispatcher) Run(ctx context.Context) {
 	d.Config.setDefaults()
 	for ctx.Err() == nil {
-		batchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.Config.BatchTimeout)
+		// The database gets a bound of its own beyond the batch's.
+		batchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.Config.BatchTimeout+d.Config.DeliveryTimeout+30*time.Second)
 		n, err := d.Drain(batchCtx)
 		cancel()
 		if err != nil {
@@ -117,7 +127,10 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	}
 }
 
-// Drain runs one batch and returns how many receipts it took.
+// Drain runs one batch and returns how many receipts it took. A delivery
+// that fails, runs out of time or panics is put off and the batch goes on;
+// past BatchTimeout it starts no more deliveries. Whatever it delivered,
+// it records. Only the database failing, or ctx ending, rolls it back.
 func (d *Dispatcher) Drain(ctx context.Context) (int, error) {
 	d.Config.setDefaults()
 	q := dbsqlc.New()
@@ -128,20 +141,21 @@ func (d *Dispatcher) Drain(ctx context.Context) (int, error) {
 			return fmt.Errorf("error claiming receipts: %w", err)
 		}
 		taken, delivered, failed = len(rows), 0, 0
+		stop := time.Now().Add(d.Config.BatchTimeout)
 		done := make([]int64, 0, len(rows))
 		for _, r := range rows {
 			if !r.Recorded {
-				err := d.Deliverer.Deliver(ctx, &Receipt{PaymentID: r.PaymentID, UserID: r.UserID, Amount: r.Amount, Currency: r.Currency})
+				if time.Now().After(stop) {
+					break // the rest is released at commit, for the next batch
+				}
+				err := d.deliver(ctx, &Receipt{PaymentID: r.PaymentID, UserID: r.UserID, Amount: r.Amount, Currency: r.Currency})
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
 				if err != nil {
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
 					failed++
 					d.Log.Warn().Err(err).Int64("payment_id", r.PaymentID).Int32("attempts", r.Attempts+1).Msg("receipt delivery failed; retrying later")
-					msg := err.Error()
-					if len(msg) > 1000 {
-						msg = strings.ToValidUTF8(msg[:1000], "")
-					}
+					msg := storable(err.Error())
 					if err := q.ReceiptOutboxRetry(ctx, tx, &dbsqlc.ReceiptOutboxRetryParams{PaymentID: r.PaymentID, LastError: &msg}); err != nil {
 						return fmt.Errorf("error putting a receipt off: %w", err)
 					}
@@ -166,4 +180,54 @@ func (d *Dispatcher) Drain(ctx context.Context) (int, error) {
 		d.Observe(delivered, failed)
 	}
 	return taken, nil
+}
+
+// deliver sends one receipt within DeliveryTimeout; a Deliverer's panic is
+// a failed delivery, not the end of the process.
+func (d *Dispatcher) deliver(ctx context.Context, r *Receipt) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, d.Config.DeliveryTimeout)
+	defer cancel()
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("deliverer panicked: %v", v)
+		}
+	}()
+	return d.Deliverer.Deliver(ctx, r)
+}
+
+// storable is an error message as a text column takes it: valid UTF-8
+// without NUL (a mail server may answer in Latin-1), at most 1000 bytes.
+func storable(msg string) string {
+	msg = strings.ReplaceAll(strings.ToValidUTF8(msg, "\uFFFD"), "\x00", "")
+	if len(msg) > 1000 {
+		msg = strings.ToValidUTF8(msg[:1000], "")
+	}
+	return msg
+}
+
+// LegacyReceiptArgs is the River job by which versions before the receipt
+// outbox enqueued a receipt. During a rolling upgrade a process of such a
+// version may still enqueue one after migration 00015 moved the others, so
+// LegacyReceiptWorker moves each into the outbox. Remove both once no
+// process of those versions can be running.
+type LegacyReceiptArgs struct {
+	PaymentID int64 `json:"payment_id"`
+}
+
+// Kind names the job in River, as the previous versions named it.
+func (LegacyReceiptArgs) Kind() string { return "receipt" }
+
+// LegacyReceiptWorker moves a receipt job of a previous version into the
+// outbox (the dispatcher skips a payment whose receipt is recorded).
+type LegacyReceiptWorker struct {
+	river.WorkerDefaults[LegacyReceiptArgs]
+	Pool *pgxpool.Pool
+}
+
+// Work moves one receipt job into the outbox.
+func (w *LegacyReceiptWorker) Work(ctx context.Context, job *river.Job[LegacyReceiptArgs]) error {
+	if err := dbsqlc.New().ReceiptEnqueue(ctx, w.Pool, job.Args.PaymentID); err != nil {
+		return fmt.Errorf("error moving a receipt job into the outbox: %w", err)
+	}
+	return nil
 }

@@ -44,6 +44,7 @@ func NewClient(pool *pgxpool.Pool, engine *phases.Engine, cfg Config) (*river.Cl
 	workers := river.NewWorkers()
 	river.AddWorker(workers, completer)
 	river.AddWorker(workers, reaper)
+	river.AddWorker(workers, &LegacyReceiptWorker{Pool: pool})
 
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		// A process killed mid-job leaves its jobs 'running'. River rescues
