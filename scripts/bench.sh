@@ -27,8 +27,26 @@
 #   BENCH_POOL_MAX_CONNS=N  give the service's connection pool, and the bare
 #                       service's, N connections (pgx's pool_max_conns;
 #                       paymentsd's default is 16)
+#   BENCH_FILL=N        (make bench-fill: N defaults to 10000000) "flat as it
+#                       grows": measure at 32 connections on the empty
+#                       database as usual (BENCH_CONNS defaults to 32 and
+#                       must include it), then stop the service and the bare
+#                       service, fill the database with N finished keys and
+#                       all the service leaves behind them
+#                       (internal/bench/fill.go: 10 M take about 6 minutes
+#                       and 23 GB on 2 cores), start both again (the service
+#                       with PAYMENTSD_REAPER_INTERVAL=5s), wait for its
+#                       reaper to work off the fill's backlog, and measure
+#                       fresh payments and replays of filled keys again,
+#                       with the reaper around them and the size of every
+#                       table and index after; the report's "Ten million
+#                       keys" section reads them against the empty database
+#   BENCH_KEEP_DB=1     with BENCH_FILL, keep the filled database
+#                       (paymentsd_bench_fill) instead of dropping it at exit
 #
-# The database paymentsd_bench is dropped and created afresh on that server.
+# The database paymentsd_bench (paymentsd_bench_fill with BENCH_FILL) is
+# dropped and created afresh on that server; a filled one is dropped again
+# at exit, however the run ends, unless BENCH_KEEP_DB=1.
 # Exit status: 0 when the run completed, whether or not the targets were met
 # (the report says which); non-zero when the harness itself failed.
 set -euo pipefail
@@ -36,15 +54,36 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 duration=${BENCH_DURATION:-10s}
-conns=${BENCH_CONNS:-1,8,32,64}
+fill=${BENCH_FILL:-}
+# The service's reaper interval on the filled database: short enough that
+# the reaper runs several times during the filled runs.
+reaper_interval=5s
 db=paymentsd_bench
 work=$root/.tmp/bench
 mkdir -p "$work" bin docs
 
 say() { echo "bench: $*" >&2; }
 
+if [ -n "$fill" ]; then
+  if ! [[ $fill =~ ^[1-9][0-9]*$ ]]; then
+    say "BENCH_FILL must be a number of keys, got '$fill'"
+    exit 2
+  fi
+  conns=${BENCH_CONNS:-32}
+  case ",${conns// /}," in
+    *,32,*) ;;
+    *) say "BENCH_FILL measures the filled database at 32 connections: BENCH_CONNS must include 32"; exit 2 ;;
+  esac
+  db=paymentsd_bench_fill
+else
+  conns=${BENCH_CONNS:-1,8,32,64}
+fi
+
 # The command the report shows.
-if [ -n "${MAKELEVEL:-}" ]; then command="make bench"; else command="scripts/bench.sh"; fi
+target=bench
+[ -n "$fill" ] && target=bench-fill
+if [ -n "${MAKELEVEL:-}" ]; then command="make $target"; else command="scripts/bench.sh"; fi
+if [ -n "$fill" ] && { [ "$fill" != 10000000 ] || [ -z "${MAKELEVEL:-}" ]; }; then command="BENCH_FILL=$fill $command"; fi
 [ -n "${BENCH_DURATION:-}" ] && command="BENCH_DURATION=$BENCH_DURATION $command"
 [ -n "${BENCH_CONNS:-}" ] && command="BENCH_CONNS=$BENCH_CONNS $command"
 [ -n "${BENCH_POOL_MAX_CONNS:-}" ] && command="BENCH_POOL_MAX_CONNS=$BENCH_POOL_MAX_CONNS $command"
@@ -72,10 +111,15 @@ go build -o bin/paymentsd-bench ./cmd/paymentsd-bench
 
 pids=()
 release_postgres=false
+drop_db=false
 cleanup() {
   local pid
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if $drop_db; then
+    say "dropping the filled database $db (BENCH_KEEP_DB=1 keeps it)"
+    bin/paymentsd-bench drop -admin-url "$admin_url" -db "$db" || say "could not drop database $db: drop it by hand"
+  fi
   if $release_postgres; then
     scripts/postgres.sh release $$ || true
   fi
@@ -94,6 +138,7 @@ fi
 
 say "creating database $db"
 bench_url=$(bin/paymentsd-bench setup -admin-url "$admin_url" -db "$db")
+if [ -n "$fill" ] && [ -z "${BENCH_KEEP_DB:-}" ]; then drop_db=true; fi
 DATABASE_URL=$bench_url bin/paymentsd migrate >"$work/migrate.log"
 service_url=$bench_url
 if [ -n "${BENCH_POOL_MAX_CONNS:-}" ]; then
@@ -119,16 +164,48 @@ say "starting the Stripe emulator on $emulator_addr, paymentsd on $service_addr 
 bin/paymentsd stripefake --addr "$emulator_addr" 2>"$work/stripefake.log" &
 pids+=($!)
 bin/paymentsd-bench wait -url "http://$emulator_addr/_fake/stats" -timeout 30s
-DATABASE_URL=$service_url PAYMENTSD_ADDR=$service_addr STRIPE_API_BASE=http://$emulator_addr \
-  PAYMENTSD_LOG_LEVEL=warn PAYMENTSD_RATE_LIMIT=0 PAYMENTSD_PPROF_ADDR=$pprof_addr \
-  bin/paymentsd serve 2>"$work/serve.log" &
-service_pid=$!
-pids+=($service_pid)
-if ! bin/paymentsd-bench wait -url "http://$service_addr/readyz" -timeout 60s; then
-  say "paymentsd did not start; its log:"
-  tail -n 30 "$work/serve.log" >&2
-  exit 1
-fi
+
+# start_service [VAR=value…] starts paymentsd serve (its log appended to
+# .tmp/bench/serve.log) with any extra settings, and waits until it is ready.
+start_service() {
+  env DATABASE_URL="$service_url" PAYMENTSD_ADDR="$service_addr" STRIPE_API_BASE="http://$emulator_addr" \
+    PAYMENTSD_LOG_LEVEL=warn PAYMENTSD_RATE_LIMIT=0 PAYMENTSD_PPROF_ADDR="$pprof_addr" "$@" \
+    bin/paymentsd serve 2>>"$work/serve.log" &
+  service_pid=$!
+  pids+=($service_pid)
+  if ! bin/paymentsd-bench wait -url "http://$service_addr/readyz" -timeout 60s; then
+    say "paymentsd did not start; its log:"
+    tail -n 30 "$work/serve.log" >&2
+    exit 1
+  fi
+}
+
+# start_bare starts the bare service (its log appended to
+# .tmp/bench/bare.log) and waits until it answers.
+start_bare() {
+  DATABASE_URL=$service_url STRIPE_API_BASE=http://$emulator_addr \
+    bin/paymentsd-bare -addr "$bare_addr" ${bare_pprof_addr:+-pprof "$bare_pprof_addr"} -users "$users" 2>>"$work/bare.log" &
+  bare_pid=$!
+  pids+=($bare_pid)
+  if ! bin/paymentsd-bench wait -url "http://$bare_addr/healthz" -timeout 60s; then
+    say "paymentsd-bare did not start; its log:"
+    tail -n 30 "$work/bare.log" >&2
+    exit 1
+  fi
+}
+
+# stop PID stops a process this script started, waits for it, and forgets it.
+stop() {
+  local pid keep=()
+  kill -TERM "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+  for pid in "${pids[@]}"; do [ "$pid" = "$1" ] || keep+=("$pid"); done
+  pids=("${keep[@]}")
+}
+
+: >"$work/serve.log"
+: >"$work/bare.log"
+start_service
 
 users=$work/users.jsonl
 : >"$users"
@@ -136,15 +213,7 @@ for i in 1 2 3 4 5 6 7 8; do
   DATABASE_URL=$bench_url bin/paymentsd users create --email "bench-$i@example.com" >>"$users"
 done
 
-DATABASE_URL=$service_url STRIPE_API_BASE=http://$emulator_addr \
-  bin/paymentsd-bare -addr "$bare_addr" ${bare_pprof_addr:+-pprof "$bare_pprof_addr"} -users "$users" 2>"$work/bare.log" &
-bare_pid=$!
-pids+=($bare_pid)
-if ! bin/paymentsd-bench wait -url "http://$bare_addr/healthz" -timeout 60s; then
-  say "paymentsd-bare did not start; its log:"
-  tail -n 30 "$work/bare.log" >&2
-  exit 1
-fi
+start_bare
 
 say "measuring at $conns connections, $duration per run"
 bin/paymentsd-bench run \
@@ -154,6 +223,22 @@ bin/paymentsd-bench run \
   -pgbench "$(command -v pgbench)" -scripts bench/pgbench "${profile_args[@]}" \
   -json "$work/results.json" -md "$md" -svg "$svg" \
   -command "$command"
+
+if [ -n "$fill" ]; then
+  # Fill drops the indexes and builds them again: nothing may use the
+  # database meanwhile.
+  say "stopping paymentsd and the bare service to fill the database with $fill keys"
+  stop "$service_pid"
+  stop "$bare_pid"
+  bin/paymentsd-bench fill -json "$work/results.json" -db-url "$bench_url" -users "$users" -keys "$fill"
+  say "starting paymentsd (PAYMENTSD_REAPER_INTERVAL=$reaper_interval) and the bare service on the filled database"
+  start_service PAYMENTSD_REAPER_INTERVAL=$reaper_interval
+  start_bare
+  bin/paymentsd-bench run-filled -json "$work/results.json" \
+    -service "http://$service_addr" -bare "http://$bare_addr" -db-url "$bench_url" \
+    -users "$users" -duration "$duration" -reaper-interval "$reaper_interval" \
+    -pgbench "$(command -v pgbench)" -scripts bench/pgbench -md "$md" -svg "$svg"
+fi
 
 # Both services must have survived the run.
 for name in paymentsd:serve:$service_pid paymentsd-bare:bare:$bare_pid; do
