@@ -45,4 +45,14 @@
 // assigned a transaction id, which are the ones that flush the WAL). The
 // bare service's writing transactions are read from the WAL alone, at once
 // before and after its run: it has no background work to wait for.
+//
+// # Flat as it grows
+//
+// `make bench-fill` measures the point at TargetConns again once the
+// database holds ten million finished keys and everything the service
+// leaves behind them (Fill, fill.go): fresh payments under random keys,
+// replays of filled keys spread over the whole index, the service's reaper
+// around those runs and the size of every table and index after; the
+// service must keep 90% of its empty-database throughput and its reaper
+// must keep up. See filled.go for how the runs are split around the fill.
 package bench
