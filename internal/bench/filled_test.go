@@ -119,7 +119,7 @@ func TestFillSection(t *testing.T) {
 		"- fresh payments with 10,000,000 keys filled ≥ 90% of the empty database's throughput at 32 connections: 95% (361 of 380 payments/s) — met",
 		"every 5s (`PAYMENTSD_REAPER_INTERVAL`), each run moving the keys past the 24h key",
 		"- **After the fill** the backlog was 141,000 keys and 141,000 tombstones. The restarted service's reaper worked it off (141,500 keys\n  reaped) within 31s",
-		"keys created 363.6/s (the benchmark's), reaped 114.5/s, come due 113.6/s",
+		"keys created 363.6/s (the benchmark's), reaped 114.5/s, came due 113.6/s",
 		"backlog 300 → 250 keys, 310 → 260 tombstones. **Keeps up: yes**",
 		"| **`idempotency_keys`** | ~10,000,000 | 8.00 GiB | 2.00 GiB | 10.00 GiB | 71% |",
 		"| ↳ `idempotency_keys_user_id_idempotency_key_key` | ~10,000,000 | | 1.00 GiB | | 7% |",

@@ -67,7 +67,7 @@ func fillSection(b *strings.Builder, r *Results) {
 	}
 	if s := f.Window; s != nil {
 		win := s.window()
-		w("- **During the filled runs** (%s): keys created %.1f/s (the benchmark's), reaped %.1f/s, come due %.1f/s;\n",
+		w("- **During the filled runs** (%s): keys created %.1f/s (the benchmark's), reaped %.1f/s, came due %.1f/s;\n",
 			round(s.Seconds), win.CreatedPerSecond(), win.ReapedPerSecond(), win.DuePerSecond())
 		w("  backlog %s → %s keys, %s → %s tombstones. **Keeps up: %s** (", formatCount(s.BacklogBefore), formatCount(s.BacklogAfter),
 			formatCount(s.TombstoneBacklogBefore), formatCount(s.TombstoneBacklogAfter), yesNo(f.KeepsUp))
