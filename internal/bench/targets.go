@@ -89,7 +89,7 @@ func Evaluate(r *Results) []Target {
 		p, ok := r.point(conns)
 		switch {
 		case !ok:
-			t.Measured = fmt.Sprintf("not measured (no run at %d connections)", conns)
+			t.Measured = fmt.Sprintf("not measured (no run at %d connection%s)", conns, plural(conns))
 		case p.Commits.Payments == 0:
 			t.Measured = "not measured"
 		default:
