@@ -166,10 +166,10 @@ func profileSection(b *strings.Builder, r *Results) {
 	for _, p := range r.Profiles {
 		bare = bare || p.Process == "bare"
 	}
-	w("The service ran with its pprof server on (`PAYMENTSD_PPROF_ADDR`, which also turns on block and\n")
-	w("mutex profiling: the service pays a little for it in every run of this report)")
+	w("The service ran with its pprof server on (`PAYMENTSD_PPROF_ADDR`; block and mutex sampling are on\n")
+	w("only while their profile is taken, `internal/profiling`)")
 	if bare {
-		w(", and so did the bare\nservice (`paymentsd-bare -pprof`, the same sampling rates, so that both pay alike)")
+		w(", and so did the bare\nservice (`paymentsd-bare -pprof`, the same handler, so that both pay alike)")
 	}
 	w(". During the\nfresh and replay runs at %d connections of each, the harness fetched a CPU profile of the window\n", TargetConns)
 	w("and the allocations over the same window (delta profiles), and the service's blocking too, and\n")

@@ -13,11 +13,10 @@
 // It serves Go's profiles (net/http/pprof) only when asked: with a pprof
 // address (paymentsd-bare -pprof, which `BENCH_PROFILE=1 make bench` passes
 // so that the bare's profiles can be read beside the service's), on a
-// listener of its own, with the block and mutex sampling rates the
-// service's pprof server sets (internal/cli/pprof.go), so that the two pay
-// alike for being profiled. Without one it opens no listener and leaves
-// block and mutex profiling off: it costs nothing, and an unprofiled run
-// measures the bare as it always was.
+// listener of its own, with the service's handler (package profiling:
+// block and mutex sampling on only while a profile of them is taken), so
+// that the two pay alike for being profiled. Without one it opens no
+// listener: it costs nothing.
 package bare
 
 import (
@@ -27,8 +26,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/pprof"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +40,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/profiling"
 )
 
 // The statements, in the order a payment runs them; fresh.sql builds the
@@ -321,23 +319,16 @@ func Run(ctx context.Context, addr, pprofAddr, dbURL, stripeBase, stripeKey, use
 	return nil
 }
 
-// servePprof serves Go's profiles on addr until ctx is done, as the
-// service's servePprof (internal/cli/pprof.go) does, with the same block and
-// mutex sampling. Unlike the service's, it fails when addr cannot be
-// listened on: a profiled bench run needs the bare's profiles.
+// servePprof serves Go's profiles on addr until ctx is done, with the
+// service's handler (package profiling). Unlike the service, it fails when
+// addr cannot be listened on: a profiled bench run needs the bare's
+// profiles.
 func servePprof(ctx context.Context, addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	runtime.SetBlockProfileRate(int(time.Millisecond / 10)) // sample blocking of 100µs and more
-	runtime.SetMutexProfileFraction(10)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux := profiling.Handler()
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	go func() { <-ctx.Done(); _ = srv.Close() }()
