@@ -284,10 +284,13 @@ func (w ReaperWindow) ReapedPerSecond() float64 { return perSecond(w.Reaped, w.W
 func (w ReaperWindow) DuePerSecond() float64 { return perSecond(w.Due, w.Window) }
 
 // KeepsUp reports whether the reaper kept up in the window: its backlog
-// did not grow, or is no more than what comes due between two of its runs
-// (interval, PAYMENTSD_REAPER_INTERVAL).
+// did not grow, or is no more than one run behind, what comes due over two
+// of its intervals (interval, PAYMENTSD_REAPER_INTERVAL). Between two runs
+// the backlog grows by an interval's worth by design, and River starts a
+// periodic run a little after its tick and the run takes time, so a
+// reading just before a run may see slightly more than one interval's.
 func (w ReaperWindow) KeepsUp(interval time.Duration) bool {
-	return w.BacklogAfter <= w.BacklogBefore || float64(w.BacklogAfter) <= w.DuePerSecond()*interval.Seconds()+1
+	return w.BacklogAfter <= w.BacklogBefore || float64(w.BacklogAfter) <= 2*w.DuePerSecond()*interval.Seconds()+1
 }
 
 func perSecond(n int64, d time.Duration) float64 {

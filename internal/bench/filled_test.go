@@ -70,7 +70,7 @@ func TestEvaluateFilledNotMet(t *testing.T) {
 	r := sampleFilled()
 	r.Filled.Fresh = load(340, 130)  // 89% of 380
 	r.Filled.Replay = load(1900, 20) // 50% of 3800
-	r.Filled.KeepsUp = false
+	r.Filled.Window.BacklogAfter = 2_000 // more than two intervals' worth (2 × 5 s × 113.6/s)
 	r.Filled.BareReplay.NonOK = map[int]int{500: 3}
 	require.False(t, find(t, r, "fresh payments with", "keys filled").Met)
 	require.Equal(t, "89% (340 of 380 payments/s)", find(t, r, "fresh payments with", "keys filled").Measured)
@@ -272,4 +272,14 @@ func TestFilledReplayScenario(t *testing.T) {
 	l, err = run.Run(context.Background(), sc)
 	require.NoError(t, err)
 	require.Positive(t, l.NonOK[500])
+}
+
+func TestTheReaperMayBeOneRunBehind(t *testing.T) {
+	// The backlog grows by an interval's worth between two runs, and a run
+	// starts a little after its tick: a reading just before one sees a
+	// little more (the committed 10 M run read 575 with 573 due per 5 s).
+	w := ReaperWindow{Window: 54 * time.Second, Due: 6_188, BacklogBefore: 86, BacklogAfter: 575}
+	require.True(t, w.KeepsUp(5*time.Second))
+	w.BacklogAfter = 1_200
+	require.False(t, w.KeepsUp(5*time.Second))
 }

@@ -388,3 +388,13 @@ func filledOf(keys int, s FillStats, after ReaperReading) *Filled {
 func (f *Filled) stats() FillStats {
 	return FillStats{At: f.At, Keys: f.Made.Keys, FirstKeyID: f.FirstKeyID, LastKeyID: f.LastKeyID}
 }
+
+// keepsUp is whether the reaper kept up over the filled runs, judged from
+// the saved window by ReaperWindow.KeepsUp as it is now (the saved KeepsUp
+// was judged when the run was made).
+func (f *Filled) keepsUp() bool {
+	if f.Window == nil || f.ReaperInterval == 0 {
+		return f.KeepsUp
+	}
+	return f.Window.window().KeepsUp(f.ReaperInterval.Duration())
+}

@@ -175,7 +175,7 @@ func filledTargets(r *Results) []Target {
 		replay.Measured, replay.Met = shareOf(f.Replay, empty.Replay, "requests/s", FilledRatio)
 	}
 	if w := f.Window; f.Measured() && w != nil {
-		reaper.Met = f.KeepsUp
+		reaper.Met = f.keepsUp()
 		reaper.Measured = fmt.Sprintf("backlog %d → %d keys over the %.0f s of the filled runs; %.1f keys/s reaped, %.1f/s came due",
 			w.BacklogBefore, w.BacklogAfter, float64(w.Seconds), w.window().ReapedPerSecond(), w.window().DuePerSecond())
 	} else if f.Measured() {
