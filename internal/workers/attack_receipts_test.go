@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
@@ -21,38 +19,6 @@ import (
 	"github.com/paymentsd/paymentsd/internal/testutil"
 	"github.com/paymentsd/paymentsd/internal/workers"
 )
-
-// attackOutbox is a database with n succeeded payments in the receipt
-// outbox, oldest (first to be claimed) first; run_at is staggered so the
-// claim order is the order of ids.
-func attackOutbox(t *testing.T, n int) (*pgxpool.Pool, []int64) {
-	t.Helper()
-	pool := testutil.NewDB(t)
-	ctx := context.Background()
-	var userID int64
-	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO users (email, api_key_hash) VALUES ('attack@example.com', sha256('attack')) RETURNING id`).Scan(&userID))
-	rows, err := pool.Query(ctx, `
-		WITH p AS (
-			INSERT INTO payments (user_id, amount, currency, payment_method, status)
-			SELECT $1, 100 + i, 'usd', 'pm_card_visa', 'succeeded' FROM generate_series(1, $2) AS i
-			RETURNING id
-		), o AS (
-			INSERT INTO receipt_outbox (payment_id, created_at, run_at)
-			SELECT id, now() - interval '1 hour' + id * interval '1 ms', now() - interval '1 hour' + id * interval '1 ms' FROM p
-		)
-		SELECT id FROM p ORDER BY id`, userID, n)
-	require.NoError(t, err)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	require.NoError(t, err)
-	return pool, ids
-}
-
-func attackCount(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-	return n
-}
 
 // mailer is a Deliverer standing in for an e-mail sender: each delivery
 // takes perDelivery (honouring ctx, as a well-behaved SMTP client does),
@@ -132,7 +98,7 @@ func runDispatcher(d *workers.Dispatcher, runFor time.Duration) (panicked any) {
 // timeout. Every delivery succeeds.
 func TestAttackSlowDeliveriesNeverCommitABatch(t *testing.T) {
 	t.Parallel()
-	pool, ids := attackOutbox(t, 10)
+	pool, ids := outbox(t, 10)
 	m := &mailer{perDelivery: 60 * time.Millisecond}
 	d := &workers.Dispatcher{Pool: pool, Deliverer: m, Log: testutil.Logger(t), Config: workers.DispatcherConfig{
 		BatchSize: 10, BatchTimeout: 400 * time.Millisecond, Interval: 20 * time.Millisecond,
@@ -141,10 +107,10 @@ func TestAttackSlowDeliveriesNeverCommitABatch(t *testing.T) {
 
 	delivered := m.counts()
 	t.Logf("deliveries per payment after 3s: %v", delivered)
-	recorded := attackCount(t, pool, "SELECT count(*) FROM receipts")
+	recorded := count(t, pool, "SELECT count(*) FROM receipts")
 	require.Equal(t, len(ids), recorded,
 		"every delivery succeeded, yet %d of %d receipts are recorded and %d are still in the outbox; deliveries per payment: %v",
-		recorded, len(ids), attackCount(t, pool, "SELECT count(*) FROM receipt_outbox"), delivered)
+		recorded, len(ids), count(t, pool, "SELECT count(*) FROM receipt_outbox"), delivered)
 	for _, id := range ids {
 		require.Equal(t, 1, delivered[id], "payment %d mailed %d times", id, delivered[id])
 	}
@@ -159,7 +125,7 @@ func TestAttackSlowDeliveriesNeverCommitABatch(t *testing.T) {
 // enqueued later) never go out, and nothing is recorded, ever.
 func TestAttackOneHangingDeliveryStallsTheOutbox(t *testing.T) {
 	t.Parallel()
-	pool, ids := attackOutbox(t, 5)
+	pool, ids := outbox(t, 5)
 	m := &mailer{hang: ids[2]}
 	d := &workers.Dispatcher{Pool: pool, Deliverer: m, Log: testutil.Logger(t), Config: workers.DispatcherConfig{
 		BatchTimeout: 300 * time.Millisecond, Interval: 20 * time.Millisecond,
@@ -172,7 +138,7 @@ func TestAttackOneHangingDeliveryStallsTheOutbox(t *testing.T) {
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT attempts FROM receipt_outbox WHERE payment_id = $1", ids[2]).Scan(&attempts))
 	var missing []int64
 	for _, id := range ids {
-		if id != ids[2] && attackCount(t, pool, "SELECT count(*) FROM receipts WHERE payment_id = $1", id) == 0 {
+		if id != ids[2] && count(t, pool, "SELECT count(*) FROM receipts WHERE payment_id = $1", id) == 0 {
 			missing = append(missing, id)
 		}
 	}
@@ -203,7 +169,7 @@ func TestAttackANonUTF8DeliveryErrorPoisonsTheOutbox(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			pool, ids := attackOutbox(t, 5)
+			pool, ids := outbox(t, 5)
 			m := &mailer{failWith: map[int64]string{ids[2]: msg}}
 			d := &workers.Dispatcher{Pool: pool, Deliverer: m, Log: testutil.Logger(t)}
 			var errs []error
@@ -213,9 +179,9 @@ func TestAttackANonUTF8DeliveryErrorPoisonsTheOutbox(t *testing.T) {
 				}
 			}
 			delivered := m.counts()
-			recorded := attackCount(t, pool, "SELECT count(*) FROM receipts")
+			recorded := count(t, pool, "SELECT count(*) FROM receipts")
 			require.Equal(t, 4, recorded, "receipts recorded after three batches (deliveries per payment: %v; batch errors: %v)", delivered, errs)
-			require.Equal(t, 1, attackCount(t, pool, "SELECT count(*) FROM receipt_outbox WHERE payment_id = $1 AND attempts = 1", ids[2]),
+			require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM receipt_outbox WHERE payment_id = $1 AND attempts = 1", ids[2]),
 				"the failing receipt is put off")
 			for _, id := range ids {
 				if id != ids[2] {
@@ -235,14 +201,14 @@ func TestAttackANonUTF8DeliveryErrorPoisonsTheOutbox(t *testing.T) {
 // goes down with them. The completer recovers its panics for that reason.
 func TestAttackAPanickingDeliveryKillsTheDispatcher(t *testing.T) {
 	t.Parallel()
-	pool, ids := attackOutbox(t, 3)
+	pool, ids := outbox(t, 3)
 	m := &mailer{panicOn: ids[0]}
 	d := &workers.Dispatcher{Pool: pool, Deliverer: m, Log: testutil.Logger(t), Config: workers.DispatcherConfig{
 		Interval: 20 * time.Millisecond,
 	}}
 	panicked := runDispatcher(d, 2*time.Second)
 	require.Nil(t, panicked, "a Deliverer's panic escaped Dispatcher.Run, which app.Run runs in a bare goroutine: the process exits")
-	require.Equal(t, 2, attackCount(t, pool, "SELECT count(*) FROM receipts"), "the other receipts go out")
+	require.Equal(t, 2, count(t, pool, "SELECT count(*) FROM receipts"), "the other receipts go out")
 }
 
 // oldReceiptArgs is the River job the previous version (before 3e44399)
@@ -284,7 +250,7 @@ func TestAttackAReceiptJobOfThePreviousVersionIsNeverDelivered(t *testing.T) {
 	// The old process stops; the new version serves.
 	testutil.StartService(t, testutil.ServiceOptions{Pool: pool})
 	deadline := time.Now().Add(8 * time.Second)
-	for time.Now().Before(deadline) && attackCount(t, pool, "SELECT count(*) FROM receipts WHERE payment_id = $1", paymentID) == 0 {
+	for time.Now().Before(deadline) && count(t, pool, "SELECT count(*) FROM receipts WHERE payment_id = $1", paymentID) == 0 {
 		time.Sleep(100 * time.Millisecond)
 	}
 	var state string
@@ -292,8 +258,8 @@ func TestAttackAReceiptJobOfThePreviousVersionIsNeverDelivered(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT state::text, coalesce((SELECT array_agg(e->>'error') FROM jsonb_array_elements(to_jsonb(errors)) AS e), '{}')
 		FROM river_job WHERE kind = 'receipt'`).Scan(&state, &errs))
 	sort.Strings(errs)
-	require.Equal(t, 1, attackCount(t, pool, "SELECT count(*) FROM receipts WHERE payment_id = $1", paymentID)+
-		attackCount(t, pool, "SELECT count(*) FROM receipt_outbox WHERE payment_id = $1", paymentID),
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM receipts WHERE payment_id = $1", paymentID)+
+		count(t, pool, "SELECT count(*) FROM receipt_outbox WHERE payment_id = $1", paymentID),
 		"payment %d's receipt is neither recorded nor in the outbox after 8s; its River job is %s with errors %q", paymentID, state, errs)
 }
 
@@ -323,9 +289,9 @@ func TestAttackTwoServeProcessesDeliverEachReceiptOnce(t *testing.T) {
 		require.Equal(t, 201, wait())
 	}
 	testutil.WaitFor(t, 10*time.Second, 20*time.Millisecond, func() bool {
-		return attackCount(t, pool, "SELECT count(*) FROM receipt_outbox") == 0
+		return count(t, pool, "SELECT count(*) FROM receipt_outbox") == 0
 	})
-	require.Equal(t, 40, attackCount(t, pool, "SELECT count(*) FROM receipts"))
+	require.Equal(t, 40, count(t, pool, "SELECT count(*) FROM receipts"))
 	delivered := m.counts()
 	require.Len(t, delivered, 40)
 	for id, n := range delivered {
@@ -337,7 +303,7 @@ func TestAttackTwoServeProcessesDeliverEachReceiptOnce(t *testing.T) {
 // batch is delivering lets the batch commit; nothing is mailed twice.
 func TestAttackShutdownMidBatchFinishesTheBatch(t *testing.T) {
 	t.Parallel()
-	pool, ids := attackOutbox(t, 5)
+	pool, ids := outbox(t, 5)
 	m := &mailer{perDelivery: 50 * time.Millisecond}
 	d := &workers.Dispatcher{Pool: pool, Deliverer: m, Log: testutil.Logger(t)}
 	ctx, shutdown := context.WithCancel(context.Background())
@@ -346,7 +312,7 @@ func TestAttackShutdownMidBatchFinishesTheBatch(t *testing.T) {
 	time.Sleep(80 * time.Millisecond) // mid-batch
 	shutdown()
 	<-done
-	require.Equal(t, len(ids), attackCount(t, pool, "SELECT count(*) FROM receipts"))
+	require.Equal(t, len(ids), count(t, pool, "SELECT count(*) FROM receipts"))
 	for _, id := range ids {
 		require.Equal(t, 1, m.counts()[id])
 	}

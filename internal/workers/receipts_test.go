@@ -41,7 +41,9 @@ func TestExactlyOneReceiptPerPayment(t *testing.T) {
 	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM receipts"))
 }
 
-// outbox is a database with n succeeded payments in the receipt outbox.
+// outbox is a database with n succeeded payments in the receipt outbox,
+// oldest (first to be claimed) first: run_at is staggered so that the claim
+// order is the order of ids.
 func outbox(t *testing.T, n int) (*pgxpool.Pool, []int64) {
 	t.Helper()
 	pool := testutil.NewDB(t)
@@ -53,7 +55,10 @@ func outbox(t *testing.T, n int) (*pgxpool.Pool, []int64) {
 			INSERT INTO payments (user_id, amount, currency, payment_method, status)
 			SELECT $1, 100 + i, 'usd', 'pm_card_visa', 'succeeded' FROM generate_series(1, $2) AS i
 			RETURNING id
-		), o AS (INSERT INTO receipt_outbox (payment_id) SELECT id FROM p)
+		), o AS (
+			INSERT INTO receipt_outbox (payment_id, created_at, run_at)
+			SELECT id, now() - interval '1 hour' + id * interval '1 ms', now() - interval '1 hour' + id * interval '1 ms' FROM p
+		)
 		SELECT id FROM p ORDER BY id`, userID, n)
 	require.NoError(t, err)
 	var ids []int64
