@@ -68,8 +68,8 @@ func TestEvaluateFilledMet(t *testing.T) {
 
 func TestEvaluateFilledNotMet(t *testing.T) {
 	r := sampleFilled()
-	r.Filled.Fresh = load(340, 130)  // 89% of 380
-	r.Filled.Replay = load(1900, 20) // 50% of 3800
+	r.Filled.Fresh = load(340, 130)      // 89% of 380
+	r.Filled.Replay = load(1900, 20)     // 50% of 3800
 	r.Filled.Window.BacklogAfter = 2_000 // more than two intervals' worth (2 × 5 s × 113.6/s)
 	r.Filled.BareReplay.NonOK = map[int]int{500: 3}
 	require.False(t, find(t, r, "fresh payments with", "keys filled").Met)
