@@ -3,7 +3,6 @@ package phases
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -246,20 +245,6 @@ func (e *Engine) Resume(ctx context.Context, keyID int64) (*Result, error) {
 	return res, err
 }
 
-// keyState is what answering for an existing key needs: its stored answer,
-// whether a run holds it, whether it awaits an operator. Execute reads only
-// this much of a key.
-type keyState = dbsqlc.IdempotencyKeyGetByUserKeyRow
-
-// stateOf is a whole key's keyState.
-func stateOf(key *dbsqlc.IdempotencyKey) *keyState {
-	return &keyState{
-		ID: key.ID, RequestFingerprint: key.RequestFingerprint, RecoveryPoint: key.RecoveryPoint,
-		LockToken: key.LockToken, NeedsAttentionAt: key.NeedsAttentionAt, LastError: key.LastError,
-		ResponseCode: key.ResponseCode, ResponseHeaders: key.ResponseHeaders, ResponseBody: key.ResponseBody,
-	}
-}
-
 // resume answers for an existing key with a matching fingerprint; a run it
 // starts is detached as Request.RunTimeout says.
 func (e *Engine) resume(ctx context.Context, flow *Flow, key *keyState, runTimeout time.Duration) (*Result, error) {
@@ -364,66 +349,6 @@ func (e *Engine) leaseKey(id int64, wasLeased bool) opener {
 			e.cfg.Observer.LeaseTakenOver()
 		}
 		return key, err
-	}
-}
-
-func replay(key *keyState) (*Result, error) {
-	resp := &Response{Status: int(*key.ResponseCode), Body: key.ResponseBody}
-	if len(key.ResponseHeaders) > 0 {
-		var ok bool
-		if resp.Headers, ok = decodeHeaders(key.ResponseHeaders); !ok {
-			if err := json.Unmarshal(key.ResponseHeaders, &resp.Headers); err != nil {
-				return nil, fmt.Errorf("error decoding stored response headers: %w", err)
-			}
-		}
-	}
-	return &Result{Response: resp, Replayed: true}, nil
-}
-
-// decodeHeaders reads stored response headers as Postgres gives back the
-// jsonb fence stored (a flat object of strings, a space after each colon
-// and comma), when none of them holds an escape; ok is false for anything
-// else, which encoding/json then reads. Every replay decodes them, and
-// encoding/json's reflection was a third of a replay's allocations.
-func decodeHeaders(b []byte) (map[string]string, bool) {
-	if len(b) < 2 || b[0] != '{' || bytes.IndexByte(b, '\\') >= 0 {
-		return nil, false
-	}
-	h := make(map[string]string, 4)
-	if string(b) == "{}" {
-		return h, true
-	}
-	str := func(i int) (string, int, bool) { // the string literal at b[i:], and what follows
-		if i < len(b) && b[i] == ' ' {
-			i++
-		}
-		if i >= len(b) || b[i] != '"' {
-			return "", 0, false
-		}
-		end := bytes.IndexByte(b[i+1:], '"')
-		if end < 0 {
-			return "", 0, false
-		}
-		return string(b[i+1 : i+1+end]), i + end + 2, true
-	}
-	for i := 1; ; {
-		name, next, ok := str(i)
-		if !ok || next >= len(b) || b[next] != ':' {
-			return nil, false
-		}
-		value, next, ok := str(next + 1)
-		if !ok || next >= len(b) {
-			return nil, false
-		}
-		h[name] = value
-		switch b[next] {
-		case ',':
-			i = next + 1
-		case '}':
-			return h, next == len(b)-1
-		default:
-			return nil, false
-		}
 	}
 }
 
