@@ -1,0 +1,70 @@
+package phases_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paymentsd/paymentsd/internal/testutil"
+)
+
+// TestCapReadsOnlyTheUsersUnfinishedKeys checks the plan of the cap on a
+// user's unfinished keys, the subquery of IdempotencyKeyInsert, on a table
+// of many finished keys and a few unfinished ones over several users, as
+// the prepared statement's generic plan: it must look the user up in the
+// per-user index, never walk every user's unfinished keys in the
+// completer's index (migration 00016, where it did until then).
+func TestCapReadsOnlyTheUsersUnfinishedKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testutil.NewDB(t)
+	_, err := pool.Exec(ctx, `
+		INSERT INTO users (email, api_key_hash)
+		SELECT 'cap-' || u || '@example.com', sha256(u::text::bytea) FROM generate_series(1, 8) AS u`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `
+		INSERT INTO idempotency_keys (user_id, idempotency_key, flow, request_method, request_path,
+		                              request_params, request_fingerprint, recovery_point,
+		                              finished_at, response_code, response_body)
+		SELECT u.id, 'k-' || n, 'payments', 'POST', '/payments', '{}', sha256(n::text::bytea),
+		       CASE WHEN n % 1000 = 0 THEN 'started' ELSE 'finished' END,
+		       CASE WHEN n % 1000 = 0 THEN NULL ELSE now() END,
+		       CASE WHEN n % 1000 = 0 THEN NULL ELSE 201 END,
+		       CASE WHEN n % 1000 = 0 THEN NULL ELSE '{}'::bytea END
+		FROM generate_series(1, 40000) AS n
+		JOIN users AS u ON u.id = (SELECT min(id) FROM users) + n % 8`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE idempotency_keys`)
+	require.NoError(t, err)
+
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	for _, stmt := range []string{
+		`SET plan_cache_mode = force_generic_plan`,
+		// IdempotencyKeyInsert's cap, as it stands in its WHERE clause.
+		`PREPARE cap (bigint, int) AS
+		 SELECT count(*) FROM (
+		     SELECT 1 FROM idempotency_keys
+		     WHERE user_id = $1 AND recovery_point <> 'finished'
+		     LIMIT $2
+		 ) AS unfinished`,
+	} {
+		_, err := conn.Exec(ctx, stmt)
+		require.NoError(t, err)
+	}
+	var plan strings.Builder
+	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE cap(1, 1000)`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		plan.WriteString(line + "\n")
+	}
+	require.NoError(t, rows.Err())
+	require.Contains(t, plan.String(), "idempotency_keys_user_id_lock_token_unfinished_idx", plan.String())
+	require.Contains(t, plan.String(), "Index Cond: (user_id = $1)", plan.String())
+	require.NotContains(t, plan.String(), "idempotency_keys_resumable_idx", plan.String())
+}
