@@ -20,10 +20,12 @@
 #                       in .tmp/bench/profiles/); the report summarizes them
 #                       and reads the service's CPU per request against the
 #                       bare's, by where it goes
-#   DATABASE_URL        the Postgres server to use; without it, the throwaway
-#                       cluster of scripts/postgres.sh, which preloads
-#                       pg_stat_statements (stopped again at exit if this
-#                       script started it and no one else uses it)
+#   DATABASE_URL        the Postgres server to use; without it, a throwaway
+#                       cluster of the bench's own (scripts/postgres.sh in
+#                       .tmp/postgres-bench), which preloads
+#                       pg_stat_statements and is sized for the machine
+#                       (stopped again at exit if this script started it and
+#                       no one else uses it)
 #   BENCH_POOL_MAX_CONNS=N  give the service's connection pool, and the bare
 #                       service's, N connections (pgx's pool_max_conns;
 #                       paymentsd's default is 16)
@@ -130,8 +132,18 @@ trap 'exit 130' INT TERM
 if [ -n "${DATABASE_URL:-}" ]; then
   admin_url=$DATABASE_URL
 else
-  # Released at exit: stopped only if this run started it and no one else
-  # (make run, make test) uses it by then.
+  # A cluster of the bench's own (.tmp/postgres-bench), set as a production
+  # server on this machine would be: a quarter of its memory for
+  # shared_buffers (at most 8 GB), and checkpoints far enough apart that a
+  # run does not rewrite every page it touches in full into the WAL. With
+  # Postgres's defaults (256 MB here), ten million keys' indexes no longer
+  # fit and the filled database measures the buffer pool, for the service
+  # and the bare service alike. Released at exit: stopped only if this run
+  # started it and no one else uses it by then.
+  mem_mb=$(awk '/^MemTotal:/ { print int($2 / 1024) }' /proc/meminfo 2>/dev/null || echo 1024)
+  buffers_mb=$(( mem_mb / 4 > 8192 ? 8192 : (mem_mb / 4 < 256 ? 256 : mem_mb / 4) ))
+  export PAYMENTSD_PGDATA=$root/.tmp/postgres-bench
+  export PAYMENTSD_PG_SETTINGS="-c shared_buffers=${buffers_mb}MB -c max_wal_size=8GB -c checkpoint_timeout=15min"
   release_postgres=true
   admin_url=$(scripts/postgres.sh acquire $$)
 fi

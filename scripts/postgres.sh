@@ -19,6 +19,9 @@
 # process id; a holder whose process is gone no longer counts. A lock file
 # (flock) keeps concurrent acquires and releases apart.
 #
+# PAYMENTSD_PG_SETTINGS adds server settings ("-c name=value ...") to those
+# of a cluster this script starts (a running one keeps its own).
+#
 # The cluster lives in .tmp/postgres (PAYMENTSD_PGDATA overrides) and listens
 # on 127.0.0.1 at PAYMENTSD_PGPORT, or else at the first free port from 55432,
 # remembered in the data directory so every later call finds it again. It
@@ -102,6 +105,7 @@ start() {
     if [ -e "$("$bin/pg_config" --pkglibdir 2>/dev/null)/pg_stat_statements.so" ]; then
       opts="$opts -c shared_preload_libraries=pg_stat_statements"
     fi
+    opts="$opts ${PAYMENTSD_PG_SETTINGS:-}"
     # 9>&-: the server must not inherit the lock (see locked).
     as_pg "$bin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w -t 60 start -o "$opts" >/dev/null 9>&-
   fi

@@ -147,6 +147,15 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 	// and the first of the runs would otherwise pay for warming it for the
 	// others.
 	t0 := time.Now()
+	if f.Prewarm, err = PrewarmHotIndexes(ctx, cfg.BenchURL); err != nil {
+		return err
+	}
+	if f.Prewarm.Skipped != "" {
+		logf(cfg.Log, "  the hot indexes were not prewarmed: %s", f.Prewarm.Skipped)
+	} else {
+		logf(cfg.Log, "  prewarmed the hot indexes (%s) in %s", formatBytes(f.Prewarm.Bytes), time.Since(t0).Round(time.Millisecond))
+	}
+	t0 = time.Now()
 	if err := warm(ctx, cfg.BareURL, reqs, f.Conns); err != nil {
 		return err
 	}

@@ -41,7 +41,18 @@ func fillSection(b *strings.Builder, r *Results) {
 	w("keys, as on the empty database, so each lands on a random page of the full unique index; replays cycle over\n")
 	w("**%s filled keys** spread evenly over the whole index (payments and refunds, stored 201 or 402) rather\n", formatCount(int64(f.ReplayKeys)))
 	w("than the %d hot keys per user of the empty runs; they were read once through the bare service before the\n", r.ReplayKeys)
-	w("runs, unmeasured, so that no run pays alone for the cache the fill left cold. The runs, in order: bare\n")
+	w("runs, unmeasured, so that no run pays alone for the cache the fill left cold. ")
+	if p := f.Prewarm; p.Skipped == "" {
+		w("The fill builds its indexes behind\n")
+		w("the buffer pool's back, while a service that has been taking payments holds the indexes each payment\n")
+		w("touches at a random page (its key's, its tombstone's, its intent's and its PaymentIntent's: `%s`, %s),\n",
+			strings.Join(HotIndexes, "`, `"), formatBytes(p.Bytes))
+		w("so those were loaded into shared_buffers with pg_prewarm before the runs, as they would be in that steady state. ")
+	} else {
+		w("The indexes each payment touches at a random\n")
+		w("page were not prewarmed (%s): the fresh runs read them cold. ", p.Skipped)
+	}
+	w("The runs, in order: bare\n")
 	w("fresh, service fresh, fresh.sql, service replays, bare replays.\n\n")
 	w("%s\n", FilledTable(r))
 

@@ -280,11 +280,14 @@ type Filled struct {
 	ReaperInterval Seconds `json:"reaper_interval,omitempty"`
 	KeyRetention   Seconds `json:"key_retention,omitempty"`
 	// ReplayKeys is the number of filled keys the replays cycle over.
-	ReplayKeys int  `json:"replay_keys,omitempty"`
-	Fresh      Load `json:"fresh"`
-	BareFresh  Load `json:"bare_fresh"`
-	Replay     Load `json:"replay"`
-	BareReplay Load `json:"bare_replay"`
+	ReplayKeys int `json:"replay_keys,omitempty"`
+	// Prewarm is the hot indexes loaded into the buffer pool before the
+	// filled runs (PrewarmHotIndexes).
+	Prewarm    Prewarm `json:"prewarm"`
+	Fresh      Load    `json:"fresh"`
+	BareFresh  Load    `json:"bare_fresh"`
+	Replay     Load    `json:"replay"`
+	BareReplay Load    `json:"bare_replay"`
 	// FreshCeiling is fresh.sql on the filled database; nil when skipped.
 	FreshCeiling *Ceiling `json:"fresh_ceiling,omitempty"`
 	// CatchUp is the reaper working off the fill's backlog once the
