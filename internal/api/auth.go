@@ -10,24 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
-
-// requestKey finds a request's requestState in its context.
-type requestKey struct{}
-
-// requestState is what the middleware learns about a request as it goes:
-// accessLog puts it in the context once, and authenticate fills in the user
-// there, rather than copying the request again for one more value.
-type requestState struct {
-	userID int64
-}
-
-// userID is the authenticated user of the request.
-func userID(ctx context.Context) int64 { return ctx.Value(requestKey{}).(*requestState).userID }
 
 // NewAPIKey returns a fresh API key: 256 random bits, URL-safe.
 func NewAPIKey() string {
@@ -78,14 +63,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, r, err)
 			return
 		}
-		zerolog.Ctx(r.Context()).UpdateContext(func(c zerolog.Context) zerolog.Context {
-			return c.Int64("user_id", id)
-		})
-		if st, ok := r.Context().Value(requestKey{}).(*requestState); ok {
-			st.userID = id
-		} else {
-			r = r.WithContext(context.WithValue(r.Context(), requestKey{}, &requestState{userID: id}))
-		}
+		request(r.Context()).userID = id
 		next.ServeHTTP(w, r)
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/idempotency"
 	"github.com/paymentsd/paymentsd/internal/metrics"
@@ -57,9 +56,8 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 		writeProblem(w, problem.New(kind, err.Error()))
 		return
 	}
-	zerolog.Ctx(r.Context()).UpdateContext(func(c zerolog.Context) zerolog.Context {
-		return c.Str("idempotency_key", key).Str("flow", ep.Flow.Name)
-	})
+	st := request(r.Context())
+	st.key, st.flow = key, ep.Flow.Name
 
 	body, ok := readJSONBody(w, r)
 	if !ok {
@@ -81,7 +79,7 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 		writeProblem(w, problem.New(problem.InvalidRequest, "The request body is not valid JSON."))
 		return
 	}
-	user := userID(r.Context())
+	user := st.userID
 	if ep.Admit != nil {
 		p, err := ep.Admit(r.Context(), user, canonical)
 		switch {
@@ -135,9 +133,7 @@ func logRecoveryPoint(r *http.Request, res *phases.Result, err error) {
 	default:
 		return
 	}
-	zerolog.Ctx(r.Context()).UpdateContext(func(c zerolog.Context) zerolog.Context {
-		return c.Str("recovery_point", point)
-	})
+	request(r.Context()).recoveryPoint = point
 }
 
 // writeStored sends a stored response exactly as it was stored.

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
@@ -15,17 +14,16 @@ import (
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
 
-// accessLog gives each request a request id and a logger carrying it, and
-// writes one line per request. It never logs headers or bodies: they carry
+// accessLog gives each request a request id, its state and a logger that
+// logs both (see requestState), and writes one line per request. It never logs headers or bodies: they carry
 // API keys and payment data.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := newRequestID()
 		w.Header().Set("Request-Id", id)
-		log := s.log.With().Str("request_id", id).Logger()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		r = r.WithContext(log.WithContext(context.WithValue(r.Context(), requestKey{}, &requestState{})))
+		r = r.WithContext(withRequest(r.Context(), s.log, &requestState{id: id}))
 
 		next.ServeHTTP(ww, r)
 

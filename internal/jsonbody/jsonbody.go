@@ -21,8 +21,10 @@ import (
 )
 
 // Object is a body split into its members, with the problems found so far.
+// A member's name and its JSON text are slices of one copy of the body, so
+// splitting it and reading strings from it costs no allocation per member.
 type Object struct {
-	members map[string]json.RawMessage
+	members map[string]string
 	errs    []problem.FieldError
 }
 
@@ -75,7 +77,7 @@ func (o *Object) Int(name string, min, max int64, required bool, unit string) (n
 		}
 		return 0, false
 	}
-	n, err := strconv.ParseInt(string(o.members[name]), 10, 64)
+	n, err := strconv.ParseInt(o.members[name], 10, 64)
 	if err != nil || n < min || n > max {
 		o.Fail(name, fmt.Sprintf("must be an integer from %d to %d%s", min, max, unit))
 		return 0, false
@@ -120,7 +122,7 @@ func FreeText(max int) func(string) bool {
 // Most bodies are a valid object whose member names need no unescaping:
 // splitObject reads those without allocating per token. Anything else goes
 // to the token-by-token reading, which says what is wrong.
-func objectMembers(body []byte) (map[string]json.RawMessage, error) {
+func objectMembers(body []byte) (map[string]string, error) {
 	if members, ok := splitObject(body); ok {
 		return members, nil
 	}
@@ -129,30 +131,31 @@ func objectMembers(body []byte) (map[string]json.RawMessage, error) {
 
 // splitObject splits body when it is valid JSON, an object, whose member
 // names have no escapes and appear once each; ok is false otherwise.
-func splitObject(body []byte) (members map[string]json.RawMessage, ok bool) {
-	if !json.Valid(body) {
+func splitObject(b []byte) (members map[string]string, ok bool) {
+	if !json.Valid(b) {
 		return nil, false
 	}
+	body := string(b) // one copy, which every name and value slices
 	i := skipSpace(body, 0)
 	if body[i] != '{' {
 		return nil, false
 	}
-	members = make(map[string]json.RawMessage, 4)
+	members = make(map[string]string, 4)
 	if i = skipSpace(body, i+1); body[i] == '}' {
 		return members, true
 	}
 	for {
 		end := valueEnd(body, i) // body[i] opens the member's name
 		name := body[i+1 : end-1]
-		if bytes.IndexByte(name, '\\') >= 0 {
+		if strings.IndexByte(name, '\\') >= 0 {
 			return nil, false
 		}
-		if _, dup := members[string(name)]; dup {
+		if _, dup := members[name]; dup {
 			return nil, false
 		}
 		start := skipSpace(body, skipSpace(body, end)+1) // past the colon
 		end = valueEnd(body, start)
-		members[string(name)] = body[start:end:end]
+		members[name] = body[start:end]
 		if i = skipSpace(body, end); body[i] == '}' {
 			return members, true
 		}
@@ -162,7 +165,7 @@ func splitObject(body []byte) (members map[string]json.RawMessage, ok bool) {
 
 // skipSpace is the index of the first byte at or after i that is not JSON
 // white space.
-func skipSpace(b []byte, i int) int {
+func skipSpace(b string, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
@@ -171,7 +174,7 @@ func skipSpace(b []byte, i int) int {
 
 // valueEnd is the index just past the value that starts at b[i], in a body
 // json.Valid accepted.
-func valueEnd(b []byte, i int) int {
+func valueEnd(b string, i int) int {
 	switch b[i] {
 	case '"':
 		for i++; b[i] != '"'; i++ {
@@ -202,7 +205,7 @@ func valueEnd(b []byte, i int) int {
 }
 
 // readMembers is objectMembers token by token.
-func readMembers(body []byte) (map[string]json.RawMessage, error) {
+func readMembers(body []byte) (map[string]string, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -212,7 +215,7 @@ func readMembers(body []byte) (map[string]json.RawMessage, error) {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return nil, errors.New("body must be a JSON object")
 	}
-	members := map[string]json.RawMessage{}
+	members := map[string]string{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -226,7 +229,7 @@ func readMembers(body []byte) (map[string]json.RawMessage, error) {
 		if _, dup := members[name]; dup {
 			return nil, fmt.Errorf("member %q appears more than once", name)
 		}
-		members[name] = raw
+		members[name] = string(raw)
 	}
 	if _, err := dec.Token(); err != nil {
 		return nil, errors.New("body is not valid JSON")
@@ -242,7 +245,7 @@ var errNotString = errors.New("not a string")
 
 // stringMember reads member name as a JSON string: ok is false when absent.
 // Its other errors are details a client can read.
-func stringMember(members map[string]json.RawMessage, name string) (s string, ok bool, err error) {
+func stringMember(members map[string]string, name string) (s string, ok bool, err error) {
 	raw, ok := members[name]
 	if !ok {
 		return "", false, nil
@@ -250,11 +253,11 @@ func stringMember(members map[string]json.RawMessage, name string) (s string, ok
 	if len(raw) == 0 || raw[0] != '"' {
 		return "", true, errNotString
 	}
-	if bytes.IndexByte(raw, '\\') < 0 {
+	if strings.IndexByte(raw, '\\') < 0 {
 		// No escape: the literal is its contents (json.Valid refused raw
 		// control characters already).
-		s = string(raw[1 : len(raw)-1])
-	} else if err := json.Unmarshal(raw, &s); err != nil {
+		s = raw[1 : len(raw)-1]
+	} else if err := json.Unmarshal([]byte(raw), &s); err != nil {
 		return "", true, errNotString
 	}
 	if strings.ContainsRune(s, 0) {
@@ -279,12 +282,12 @@ func stringDetail(err error, notString string) string {
 
 // hasLoneSurrogate reports whether raw, a valid JSON string literal, escapes
 // a UTF-16 surrogate code unit that is not part of a high-low pair.
-func hasLoneSurrogate(raw []byte) bool {
+func hasLoneSurrogate(raw string) bool {
 	unit := func(i int) rune { // the \uXXXX escape at raw[i:], or -1
 		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
 			return -1
 		}
-		n, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		n, err := strconv.ParseUint(raw[i+2:i+6], 16, 16)
 		if err != nil {
 			return -1
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 )
@@ -41,14 +42,15 @@ func replay(key *keyState) (*Result, error) {
 // and comma), when none of them holds an escape; ok is false for anything
 // else, which encoding/json then reads. Every replay decodes them, and
 // encoding/json's reflection was a third of a replay's allocations.
-func decodeHeaders(b []byte) (map[string]string, bool) {
-	if len(b) < 2 || b[0] != '{' || bytes.IndexByte(b, '\\') >= 0 {
+func decodeHeaders(stored []byte) (map[string]string, bool) {
+	if len(stored) < 2 || stored[0] != '{' || bytes.IndexByte(stored, '\\') >= 0 {
 		return nil, false
 	}
 	h := make(map[string]string, 4)
-	if string(b) == "{}" {
+	if string(stored) == "{}" {
 		return h, true
 	}
+	b := string(stored)                      // one copy, which every name and value slices
 	str := func(i int) (string, int, bool) { // the string literal at b[i:], and what follows
 		if i < len(b) && b[i] == ' ' {
 			i++
@@ -56,11 +58,11 @@ func decodeHeaders(b []byte) (map[string]string, bool) {
 		if i >= len(b) || b[i] != '"' {
 			return "", 0, false
 		}
-		end := bytes.IndexByte(b[i+1:], '"')
+		end := strings.IndexByte(b[i+1:], '"')
 		if end < 0 {
 			return "", 0, false
 		}
-		return string(b[i+1 : i+1+end]), i + end + 2, true
+		return b[i+1 : i+1+end], i + end + 2, true
 	}
 	for i := 1; ; {
 		name, next, ok := str(i)
