@@ -1,9 +1,14 @@
 -- IdempotencyKeyGetByUserKey reads what answering for an existing key
 -- needs, and no more: every request starts with it, and a replay ends with
--- it.
+-- it. Whether the key is leased or parked, not by whom or why, and no NULL
+-- columns but the stored headers': pgx scans these without building a
+-- plan by reflection for each (a parked key's reason is read when needed).
 -- name: IdempotencyKeyGetByUserKey :one
-SELECT id, request_fingerprint, recovery_point, lock_token, needs_attention_at, last_error,
-       response_code, response_headers, response_body
+SELECT id, request_fingerprint, recovery_point,
+       (lock_token IS NOT NULL)::boolean AS leased,
+       (needs_attention_at IS NOT NULL)::boolean AS parked,
+       coalesce(response_code, 0)::integer AS response_code,
+       response_headers, response_body
 FROM idempotency_keys
 WHERE user_id = @user_id
   AND idempotency_key = @idempotency_key;

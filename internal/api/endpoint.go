@@ -57,7 +57,7 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 		return
 	}
 	st := request(r.Context())
-	st.key, st.flow = key, ep.Flow.Name
+	st.key, st.flow, st.route = key, ep.Flow.Name, ep.Pattern
 
 	body, ok := readJSONBody(w, r)
 	if !ok {
@@ -139,8 +139,10 @@ func logRecoveryPoint(r *http.Request, res *phases.Result, err error) {
 // writeStored sends a stored response exactly as it was stored.
 func writeStored(w http.ResponseWriter, res *phases.Result) {
 	h := w.Header()
+	values := make([]string, 0, len(res.Response.Headers)) // one allocation for them all
 	for name, value := range res.Response.Headers {
-		h.Set(name, value)
+		values = append(values, value)
+		h[http.CanonicalHeaderKey(name)] = values[len(values)-1 : len(values) : len(values)]
 	}
 	if res.Replayed {
 		h.Set("Idempotent-Replayed", "true")

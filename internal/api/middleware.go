@@ -23,11 +23,15 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		id := newRequestID()
 		w.Header().Set("Request-Id", id)
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		r = r.WithContext(withRequest(r.Context(), s.log, &requestState{id: id}))
+		st := &requestState{id: id}
+		r = r.WithContext(withRequest(r.Context(), s.log, st))
 
 		next.ServeHTTP(ww, r)
 
-		route := chi.RouteContext(r.Context()).RoutePattern()
+		route := st.route // an endpoint's own pattern, without chi joining it again
+		if route == "" {
+			route = chi.RouteContext(r.Context()).RoutePattern()
+		}
 		if route == "" {
 			route = "unmatched" // keeps unknown paths from inflating label cardinality
 		}
@@ -60,8 +64,11 @@ func (s *Server) recoverPanic(next http.Handler) http.Handler {
 	})
 }
 
+// newRequestID is "req_" and 96 random bits in hex.
 func newRequestID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
+	var random [12]byte
+	_, _ = rand.Read(random[:])
+	id := [len("req_") + 2*len(random)]byte{'r', 'e', 'q', '_'}
+	hex.Encode(id[len("req_"):], random[:])
+	return string(id[:])
 }

@@ -23,6 +23,9 @@ type requestState struct {
 	userID        int64
 	key, flow     string
 	recoveryPoint string
+	// route is the pattern of the endpoint that served the request, for
+	// the metrics (empty: the access log asks chi).
+	route string
 }
 
 // withRequest returns ctx carrying st and a logger, built from log, that

@@ -251,14 +251,14 @@ func (e *Engine) resume(ctx context.Context, flow *Flow, key *keyState, runTimeo
 	if RecoveryPoint(key.RecoveryPoint) == Finished {
 		return replay(key)
 	}
-	if err := awaitingOperator(key); err != nil {
+	if err := e.awaitingOperator(ctx, key); err != nil {
 		return nil, err
 	}
 	// Whether the current lease is stale (timed out, or its instance dead)
 	// is the lease update's to decide, on the database's clock.
 	ctx, cancel := detach(ctx, runTimeout)
 	defer cancel()
-	res, err := e.drive(ctx, flow, e.leaseKey(key.ID, key.LockToken.Valid), false)
+	res, err := e.drive(ctx, flow, e.leaseKey(key.ID, key.Leased), false)
 	if !errors.Is(err, errRaced) {
 		return res, err
 	}
@@ -271,17 +271,34 @@ func (e *Engine) resume(ctx context.Context, flow *Flow, key *keyState, runTimeo
 		}
 		return nil, fmt.Errorf("error reading idempotency key: %w", err)
 	}
-	if key = stateOf(again); RecoveryPoint(key.RecoveryPoint) == Finished {
-		return replay(key)
+	if RecoveryPoint(again.RecoveryPoint) == Finished {
+		return replay(stateOf(again))
 	}
-	if err := awaitingOperator(key); err != nil {
+	if err := parkedError(again); err != nil {
 		return nil, err
 	}
 	return nil, errInProgress()
 }
 
 // awaitingOperator is the answer for a key parked for an operator, or nil.
-func awaitingOperator(key *keyState) error {
+// The key's state says only whether it is parked; why and since when are
+// read then, which only a parked key costs.
+func (e *Engine) awaitingOperator(ctx context.Context, key *keyState) error {
+	if !key.Parked {
+		return nil
+	}
+	full, err := e.queries.IdempotencyKeyGetByID(ctx, e.pool, key.ID)
+	if err = db.InterpretError(err); err != nil {
+		return fmt.Errorf("error reading idempotency key: %w", err)
+	}
+	if err := parkedError(full); err != nil {
+		return err
+	}
+	return errRaced // an operator settled it between the two reads
+}
+
+// parkedError is the answer for a whole key parked for an operator, or nil.
+func parkedError(key *dbsqlc.IdempotencyKey) error {
 	if key.NeedsAttentionAt == nil {
 		return nil
 	}

@@ -18,7 +18,7 @@ func TestDecodeHeadersAgreesWithEncodingJSON(t *testing.T) {
 	} {
 		stored, err := json.Marshal(h)
 		require.NoError(t, err)
-		got, err := replay(&keyState{ResponseCode: new(int32), ResponseHeaders: stored})
+		got, err := replay(&keyState{ResponseCode: 201, ResponseHeaders: stored})
 		require.NoError(t, err)
 		require.Equal(t, h, got.Response.Headers, "%s", stored)
 	}

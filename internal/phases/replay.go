@@ -16,16 +16,20 @@ type keyState = dbsqlc.IdempotencyKeyGetByUserKeyRow
 
 // stateOf is a whole key's keyState.
 func stateOf(key *dbsqlc.IdempotencyKey) *keyState {
-	return &keyState{
+	st := &keyState{
 		ID: key.ID, RequestFingerprint: key.RequestFingerprint, RecoveryPoint: key.RecoveryPoint,
-		LockToken: key.LockToken, NeedsAttentionAt: key.NeedsAttentionAt, LastError: key.LastError,
-		ResponseCode: key.ResponseCode, ResponseHeaders: key.ResponseHeaders, ResponseBody: key.ResponseBody,
+		Leased: key.LockToken.Valid, Parked: key.NeedsAttentionAt != nil,
+		ResponseHeaders: key.ResponseHeaders, ResponseBody: key.ResponseBody,
 	}
+	if key.ResponseCode != nil {
+		st.ResponseCode = *key.ResponseCode
+	}
+	return st
 }
 
 // replay is the stored answer of a finished key.
 func replay(key *keyState) (*Result, error) {
-	resp := &Response{Status: int(*key.ResponseCode), Body: key.ResponseBody}
+	resp := &Response{Status: int(key.ResponseCode), Body: key.ResponseBody}
 	if len(key.ResponseHeaders) > 0 {
 		var ok bool
 		if resp.Headers, ok = decodeHeaders(key.ResponseHeaders); !ok {

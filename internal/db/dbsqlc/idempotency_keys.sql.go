@@ -161,8 +161,11 @@ func (q *Queries) IdempotencyKeyGetByID(ctx context.Context, db DBTX, id int64) 
 }
 
 const idempotencyKeyGetByUserKey = `-- name: IdempotencyKeyGetByUserKey :one
-SELECT id, request_fingerprint, recovery_point, lock_token, needs_attention_at, last_error,
-       response_code, response_headers, response_body
+SELECT id, request_fingerprint, recovery_point,
+       (lock_token IS NOT NULL)::boolean AS leased,
+       (needs_attention_at IS NOT NULL)::boolean AS parked,
+       coalesce(response_code, 0)::integer AS response_code,
+       response_headers, response_body
 FROM idempotency_keys
 WHERE user_id = $1
   AND idempotency_key = $2
@@ -177,17 +180,18 @@ type IdempotencyKeyGetByUserKeyRow struct {
 	ID                 int64
 	RequestFingerprint []byte
 	RecoveryPoint      string
-	LockToken          uuid.NullUUID
-	NeedsAttentionAt   *time.Time
-	LastError          *string
-	ResponseCode       *int32
+	Leased             bool
+	Parked             bool
+	ResponseCode       int32
 	ResponseHeaders    []byte
 	ResponseBody       []byte
 }
 
 // IdempotencyKeyGetByUserKey reads what answering for an existing key
 // needs, and no more: every request starts with it, and a replay ends with
-// it.
+// it. Whether the key is leased or parked, not by whom or why, and no NULL
+// columns but the stored headers': pgx scans these without building a
+// plan by reflection for each (a parked key's reason is read when needed).
 func (q *Queries) IdempotencyKeyGetByUserKey(ctx context.Context, db DBTX, arg *IdempotencyKeyGetByUserKeyParams) (*IdempotencyKeyGetByUserKeyRow, error) {
 	row := db.QueryRow(ctx, idempotencyKeyGetByUserKey, arg.UserID, arg.IdempotencyKey)
 	var i IdempotencyKeyGetByUserKeyRow
@@ -195,9 +199,8 @@ func (q *Queries) IdempotencyKeyGetByUserKey(ctx context.Context, db DBTX, arg *
 		&i.ID,
 		&i.RequestFingerprint,
 		&i.RecoveryPoint,
-		&i.LockToken,
-		&i.NeedsAttentionAt,
-		&i.LastError,
+		&i.Leased,
+		&i.Parked,
 		&i.ResponseCode,
 		&i.ResponseHeaders,
 		&i.ResponseBody,
