@@ -165,8 +165,14 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 	if err != nil {
 		return err
 	}
-	m := measurer{cfg: Config{Duration: cfg.Duration, Warmup: cfg.Warmup, PGBench: cfg.PGBench, Scripts: cfg.Scripts, Log: cfg.Log}, conns: f.Conns}
+	m := measurer{cfg: Config{BenchURL: cfg.BenchURL, Duration: cfg.Duration, Warmup: cfg.Warmup, PGBench: cfg.PGBench, Scripts: cfg.Scripts, Log: cfg.Log}, conns: f.Conns}
+	if err := m.vacuum(ctx); err != nil {
+		return err
+	}
 	if f.BareFresh, err = m.load(ctx, FreshScenario("bare fresh", cfg.BareURL, cfg.Users)); err != nil {
+		return err
+	}
+	if err := m.vacuum(ctx); err != nil {
 		return err
 	}
 	if f.Fresh, err = m.load(ctx, FreshScenario("service fresh", cfg.ServiceURL, cfg.Users)); err != nil {
@@ -179,7 +185,13 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 		}
 		f.FreshCeiling = &c
 	}
+	if err := m.vacuum(ctx); err != nil {
+		return err
+	}
 	if f.Replay, err = m.load(ctx, FilledReplayScenario("service replays", cfg.ServiceURL, reqs)); err != nil {
+		return err
+	}
+	if err := m.vacuum(ctx); err != nil {
 		return err
 	}
 	if f.BareReplay, err = m.load(ctx, FilledReplayScenario("bare replays", cfg.BareURL, reqs)); err != nil {

@@ -38,6 +38,8 @@ func DescribeMachine(ctx context.Context, adminURL string, pgbench *PGBench) Mac
 		{"fsync", &m.Fsync},
 		{"synchronous_commit", &m.SynchronousCommit},
 		{"shared_buffers", &m.SharedBuffers},
+		{"max_wal_size", &m.MaxWALSize},
+		{"checkpoint_timeout", &m.CheckpointTimeout},
 		{"shared_preload_libraries", &m.PreloadLibraries},
 	} {
 		if err := conn.QueryRow(ctx, "SELECT current_setting($1)", s.name).Scan(s.dst); err != nil {

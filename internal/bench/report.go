@@ -34,7 +34,8 @@ func Markdown(r *Results, svgPath string) string {
 	for _, row := range [][2]string{
 		{"CPUs (`nproc`)", fmt.Sprint(m.CPUs)}, {"CPU", m.CPUModel}, {"memory", m.Memory}, {"kernel", m.Kernel},
 		{"Postgres", m.PostgresVersion}, {"fsync / synchronous_commit", m.Fsync + " / " + m.SynchronousCommit},
-		{"shared_buffers", m.SharedBuffers}, {"shared_preload_libraries", orDash(m.PreloadLibraries)},
+		{"shared_buffers", m.SharedBuffers}, {"max_wal_size / checkpoint_timeout", orDash(m.MaxWALSize) + " / " + orDash(m.CheckpointTimeout)},
+		{"shared_preload_libraries", orDash(m.PreloadLibraries)},
 		{"pgbench", m.PgbenchVersion}, {"Go", m.GoVersion},
 		{"BENCH_DURATION", r.Duration.Duration().String()},
 	} {
@@ -73,6 +74,9 @@ func Markdown(r *Results, svgPath string) string {
 	w("- **Order at each connection count:** bare fresh, emulator alone, service fresh, fresh.sql, service\n")
 	w("  replays, bare replays, replay.sql. The bare runs first so that its commits have settled before\n")
 	w("  the service's fresh run is bracketed (see the commits above); the emulator fills that wait.\n")
+	w("  Before each run of the service and of the bare service the harness vacuums the bench database\n")
+	w("  (`VACUUM (ANALYZE)`, outside the commit accounting), so that the autovacuum the previous runs'\n")
+	w("  rows call for, which wakes once a minute, does not fall inside one run of a pair and not the other.\n")
 	if s := r.Slow; s != nil {
 		w("- **Slow processor:** after every connection count, the emulator answers every create after a\n")
 		w("  fixed %.0f ms (its chaos latency, no faults) while %d clients keep payments in flight, against the\n", s.LatencyMS, s.Conns)

@@ -65,6 +65,8 @@ type Machine struct {
 	Fsync             string `json:"fsync"`
 	SynchronousCommit string `json:"synchronous_commit"`
 	SharedBuffers     string `json:"shared_buffers"`
+	MaxWALSize        string `json:"max_wal_size,omitempty"`
+	CheckpointTimeout string `json:"checkpoint_timeout,omitempty"`
 	PreloadLibraries  string `json:"shared_preload_libraries"`
 	PgbenchVersion    string `json:"pgbench_version"`
 }

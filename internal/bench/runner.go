@@ -166,6 +166,9 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 
 	// The bare service, with its writing transactions from the WAL: it has
 	// no background work, so every one is committed once its answers are in.
+	if err := m.vacuum(ctx); err != nil {
+		return p, nil, err
+	}
 	bareStart, err := w.Read(ctx)
 	if err != nil {
 		return p, nil, err
@@ -195,6 +198,9 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		return p, nil, err
 	}
 
+	if err := m.vacuum(ctx); err != nil {
+		return p, nil, err
+	}
 	start, err := w.Settle(ctx)
 	if err != nil {
 		return p, nil, err
@@ -257,6 +263,9 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		}
 	}
 
+	if err := m.vacuum(ctx); err != nil {
+		return p, nil, err
+	}
 	if before, err = st.Snapshot(ctx); err != nil {
 		return p, nil, err
 	}
@@ -271,6 +280,9 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	addDelta(replaySum, before, after)
 	if profiled != nil {
 		profiles = append(profiles, profiled())
+	}
+	if err := m.vacuum(ctx); err != nil {
+		return p, nil, err
 	}
 	bareProfiled = m.profile(ctx, m.cfg.BareProfiler, "replay")
 	if p.BareReplay, err = m.load(ctx, ReplayScenario("bare replays", m.cfg.BareURL, m.cfg.Users, m.cfg.ReplayKeys, BareReplayPrefix)); err != nil {
