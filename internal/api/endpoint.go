@@ -40,7 +40,8 @@ type Endpoint struct {
 	// Admit, when set, may refuse a decoded request before its key is
 	// reserved (a resource the caller may not act on, say): the problem is
 	// answered and nothing is stored. An error (the store) is answered as
-	// any other.
+	// any other. It is asked only for a key that does not exist yet: a
+	// retry or replay of an admitted request is not asked again.
 	Admit func(ctx context.Context, userID int64, params []byte) (*problem.Problem, error)
 }
 
@@ -80,22 +81,7 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 		return
 	}
 	user := st.userID
-	if ep.Admit != nil {
-		p, err := ep.Admit(r.Context(), user, canonical)
-		switch {
-		case err != nil:
-			writeError(w, r, err)
-			return
-		case p != nil:
-			writeProblem(w, p)
-			return
-		}
-	}
-
-	// Once the key is reserved the request must run to a recorded outcome
-	// even if the client hangs up: the engine detaches the run from its
-	// cancellation then, bounded by RunTimeout.
-	res, err := s.engine.Execute(r.Context(), &phases.Request{
+	req := &phases.Request{
 		UserID:      user,
 		Key:         key,
 		Flow:        ep.Flow.Name,
@@ -104,7 +90,26 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 		Params:      canonical,
 		Fingerprint: fingerprint,
 		RunTimeout:  s.cfg.RequestTimeout,
-	})
+	}
+	if ep.Admit != nil {
+		req.Admit = func(ctx context.Context) error {
+			p, err := ep.Admit(ctx, user, canonical)
+			if err != nil || p == nil {
+				return err
+			}
+			return &refusal{p}
+		}
+	}
+
+	// Once the key is reserved the request must run to a recorded outcome
+	// even if the client hangs up: the engine detaches the run from its
+	// cancellation then, bounded by RunTimeout.
+	res, err := s.engine.Execute(r.Context(), req)
+	var refused *refusal
+	if errors.As(err, &refused) {
+		writeProblem(w, refused.p)
+		return
+	}
 	logRecoveryPoint(r, res, err)
 	outcomes := s.metrics.IdempotencyOutcomes
 	if err != nil {
@@ -120,6 +125,12 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	outcomes.WithLabelValues(ep.Flow.Name, outcome).Inc()
 	writeStored(w, res)
 }
+
+// refusal is an Endpoint's Admit refusing a request: its problem is the
+// answer, and nothing was stored.
+type refusal struct{ p *problem.Problem }
+
+func (r *refusal) Error() string { return r.p.Detail }
 
 // logRecoveryPoint adds to the access line how far the request got.
 func logRecoveryPoint(r *http.Request, res *phases.Result, err error) {

@@ -74,6 +74,11 @@ type Request struct {
 	// Fingerprint identifies the request (method, path, body); a key reused
 	// with another fingerprint is refused.
 	Fingerprint []byte
+	// Admit, when set, may refuse the request before its key is created
+	// (a resource the caller may not act on, say); its error is Execute's.
+	// It is asked only when the key does not exist: a key that exists was
+	// admitted when it was created, so a replay costs no check.
+	Admit func(ctx context.Context) error
 	// RunTimeout, when set, detaches a run from the caller's cancellation
 	// once it reserves or resumes the key, and bounds it instead: a client
 	// that hangs up must not leave its key half-run. Answering from a
@@ -191,6 +196,11 @@ func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
 		})
 		switch err = db.InterpretError(err); {
 		case errors.Is(err, db.ErrNotFound):
+			if req.Admit != nil {
+				if err := req.Admit(ctx); err != nil {
+					return nil, err
+				}
+			}
 			if e.cfg.Admit != nil {
 				if err := e.cfg.Admit(ctx, req.UserID); err != nil {
 					return nil, err
