@@ -161,8 +161,8 @@ func profileSection(b *strings.Builder, r *Results) {
 	w("## Where the service's time goes\n\n")
 	if !r.Profiled {
 		w("This run was not profiled. `BENCH_PROFILE=1 make bench` starts the service with its pprof server\n")
-		w("(`PAYMENTSD_PPROF_ADDR`) and the bare service with its own (`paymentsd-bare -pprof`) and, during\n")
-		w("their fresh and replay runs at %d connections, fetches a CPU profile of the window and the\n", TargetConns)
+		w("(`PAYMENTSD_PPROF_ADDR`) and the bare service with its own (`paymentsd-bare -pprof`) and, in fresh\n")
+		w("and replay runs of their own at %d connections, fetches a CPU profile of the window and the\n", TargetConns)
 		w("allocations over it (the service's blocking too), and reads them here side by side.\n\n")
 		return
 	}
@@ -175,7 +175,17 @@ func profileSection(b *strings.Builder, r *Results) {
 	if bare {
 		w(", and so did the bare\nservice (`paymentsd-bare -pprof`, the same handler, so that both pay alike)")
 	}
-	w(". During the\nfresh and replay runs at %d connections of each, the harness fetched a CPU profile of the window\n", TargetConns)
+	profiledApart := false
+	for _, p := range r.Profiles {
+		profiledApart = profiledApart || p.Throughput > 0
+	}
+	if profiledApart {
+		w(". After the judged runs\nat %d connections, the harness ran fresh payments and replays once more against each, in runs of\n", TargetConns)
+		w("their own that the targets do not read (a profile costs the process it samples, and block sampling\n")
+		w("the service alone), and fetched a CPU profile of each window\n")
+	} else {
+		w(". During the\nfresh and replay runs at %d connections of each, the harness fetched a CPU profile of the window\n", TargetConns)
+	}
 	w("and the allocations over the same window (delta profiles), and the service's blocking too, and\n")
 	w("summarized each with `go tool pprof -top -nodecount=25`. Every process shares the machine's cores\n")
 	w("with the load generator, the emulator and Postgres, so CPU time is a share of the machine's, not of\n")

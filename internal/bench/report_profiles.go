@@ -11,8 +11,8 @@ func compareMethod(b *strings.Builder) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("**The service beside the bare.** *CPU per request* is the CPU time a process's profile sampled\n")
 	w("(the total of its samples, taken at 100 Hz on every thread) divided by the requests that process\n")
-	w("answered over the profile's span: the run's throughput (requests answered inside its measured\n")
-	w("window ÷ the window) × the profile's duration. *Allocations per request* are the allocs delta\n")
+	w("answered over the profile's span: the profiled run's throughput (requests answered inside its\n")
+	w("measured window ÷ the window) × the profile's duration. *Allocations per request* are the allocs delta\n")
 	w("profile's totals over the window (`alloc_objects`, `alloc_space`: the runtime's sampled estimates)\n")
 	w("divided the same way. Each CPU sample is put in exactly one bucket, read from its stack, so a\n")
 	w("process's buckets add up to its CPU per request and the *service − bare* column adds up to the\n")
@@ -48,7 +48,8 @@ func compareProfiles(b *strings.Builder, r *Results, scenario string, service, b
 			}
 		}
 	}
-	s, bp := perRequest(service, svcLoad.Throughput), perRequest(bare, bareLoad.Throughput)
+	s, bp := perRequest(service, cmp.Or(profileThroughput(service), svcLoad.Throughput)),
+		perRequest(bare, cmp.Or(profileThroughput(bare), bareLoad.Throughput))
 	switch {
 	case s == nil && bp == nil:
 		w("Neither CPU profile could be read per request.\n\n")
@@ -96,3 +97,12 @@ func usSigned(secs float64) string { return fmt.Sprintf("%+.1f µs", secs*1e6) }
 
 // kib writes bytes as KiB.
 func kib(bytes float64) string { return fmt.Sprintf("%.1f KiB", bytes/1024) }
+
+// profileThroughput is the throughput of the run p sampled, when it was a
+// run of its own; 0 otherwise.
+func profileThroughput(p *Profile) float64 {
+	if p == nil {
+		return 0
+	}
+	return p.Throughput
+}

@@ -121,6 +121,10 @@ type Profile struct {
 	Scenario string  `json:"scenario"`
 	Conns    int     `json:"conns"`
 	Seconds  float64 `json:"seconds"`
+	// Throughput is the requests per second of the run the profile
+	// sampled, a run of its own (measurer.profiledRuns); 0 in results
+	// from before, whose profiles sampled the judged runs.
+	Throughput float64 `json:"throughput,omitempty"`
 	// Tops are `go tool pprof -top` summaries, in the report's order.
 	Tops []ProfileTop `json:"tops,omitempty"`
 	// CPU is the CPU profile read by bucket, and Allocs the allocations'

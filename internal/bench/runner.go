@@ -173,7 +173,6 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if err != nil {
 		return p, nil, err
 	}
-	bareProfiled := m.profile(ctx, m.cfg.BareProfiler, "fresh")
 	if p.BareFresh, err = m.load(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users)); err != nil {
 		return p, nil, err
 	}
@@ -189,9 +188,6 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 			logf(m.cfg.Log, "  bare commits    %.2f writing transactions per payment", v)
 		}
 		w.Touched()
-	}
-	if bareProfiled != nil {
-		profiles = append(profiles, bareProfiled())
 	}
 	// The emulator alone fills most of the wait for the counters.
 	if p.Emulator, err = m.load(ctx, EmulatorScenario(m.cfg.EmulatorURL, run+"-emulator"+suffix)); err != nil {
@@ -209,7 +205,6 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if err != nil {
 		return p, nil, err
 	}
-	profiled := m.profile(ctx, m.cfg.Profiler, "fresh")
 	if p.Fresh, err = m.load(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users)); err != nil {
 		return p, nil, err
 	}
@@ -218,9 +213,6 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		return p, nil, err
 	}
 	w.Touched()
-	if profiled != nil {
-		profiles = append(profiles, profiled())
-	}
 	end, err := w.Settle(ctx)
 	if err != nil {
 		return p, nil, err
@@ -269,7 +261,6 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if before, err = st.Snapshot(ctx); err != nil {
 		return p, nil, err
 	}
-	profiled = m.profile(ctx, m.cfg.Profiler, "replay")
 	if p.Replay, err = m.load(ctx, ReplayScenario("service replays", m.cfg.ServiceURL, m.cfg.Users, m.cfg.ReplayKeys, ServiceReplayPrefix)); err != nil {
 		return p, nil, err
 	}
@@ -278,24 +269,60 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	}
 	w.Touched()
 	addDelta(replaySum, before, after)
-	if profiled != nil {
-		profiles = append(profiles, profiled())
-	}
 	if err := m.vacuum(ctx); err != nil {
 		return p, nil, err
 	}
-	bareProfiled = m.profile(ctx, m.cfg.BareProfiler, "replay")
 	if p.BareReplay, err = m.load(ctx, ReplayScenario("bare replays", m.cfg.BareURL, m.cfg.Users, m.cfg.ReplayKeys, BareReplayPrefix)); err != nil {
 		return p, nil, err
 	}
 	w.Touched()
-	if bareProfiled != nil {
-		profiles = append(profiles, bareProfiled())
-	}
 	if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql"); err != nil {
 		return p, nil, err
 	}
+	if profiles, err = m.profiledRuns(ctx); err != nil {
+		return p, nil, err
+	}
 	return p, profiles, nil
+}
+
+// profiledRuns runs the service and the bare service once more each, fresh
+// payments then replays, while their profiles are taken, when this is the
+// connection count the targets are judged at and the run profiles (nil
+// otherwise). The judged runs are never profiled: a profile costs the
+// process it samples, and block sampling the service alone. Each profile
+// keeps the throughput of the run it sampled, to be read per request.
+func (m *measurer) profiledRuns(ctx context.Context) ([]Profile, error) {
+	if m.conns != TargetConns || (m.cfg.Profiler == nil && m.cfg.BareProfiler == nil) {
+		return nil, nil
+	}
+	logf(m.cfg.Log, "  profiled runs (not judged):")
+	var profiles []Profile
+	for _, run := range []struct {
+		profiler *Profiler
+		scenario Scenario
+		kind     string
+	}{
+		{m.cfg.Profiler, FreshScenario("  service fresh", m.cfg.ServiceURL, m.cfg.Users), "fresh"},
+		{m.cfg.BareProfiler, FreshScenario("  bare fresh", m.cfg.BareURL, m.cfg.Users), "fresh"},
+		{m.cfg.Profiler, ReplayScenario("  service replays", m.cfg.ServiceURL, m.cfg.Users, m.cfg.ReplayKeys, ServiceReplayPrefix), "replay"},
+		{m.cfg.BareProfiler, ReplayScenario("  bare replays", m.cfg.BareURL, m.cfg.Users, m.cfg.ReplayKeys, BareReplayPrefix), "replay"},
+	} {
+		if run.profiler == nil {
+			continue
+		}
+		if err := m.vacuum(ctx); err != nil {
+			return nil, err
+		}
+		profiled := m.profile(ctx, run.profiler, run.kind)
+		l, err := m.load(ctx, run.scenario)
+		if err != nil {
+			return nil, err
+		}
+		prof := profiled()
+		prof.Throughput = l.Throughput
+		profiles = append(profiles, prof)
+	}
+	return profiles, nil
 }
 
 // profile starts profiling the next run with p (the service's profiler or
