@@ -23,20 +23,28 @@
 -- can resume (not those parked for an operator), a predicate the cap's
 -- subquery does not imply, so the planner cannot take it for the cap.
 -- CONCURRENTLY: building them must not stop reservations on a large table.
-CREATE INDEX CONCURRENTLY IF NOT EXISTS idempotency_keys_user_id_lock_token_unfinished_idx
+-- A concurrent build that is interrupted leaves an invalid index behind and
+-- this migration unrecorded; each new index is dropped before it is built,
+-- so the next run builds it again rather than taking the invalid one for
+-- done, and the old indexes go only once both new ones are built.
+DROP INDEX CONCURRENTLY IF EXISTS idempotency_keys_user_id_lock_token_unfinished_idx;
+CREATE INDEX CONCURRENTLY idempotency_keys_user_id_lock_token_unfinished_idx
     ON idempotency_keys (user_id, lock_token)
     WHERE recovery_point <> 'finished';
-CREATE INDEX CONCURRENTLY IF NOT EXISTS idempotency_keys_resumable_idx
+DROP INDEX CONCURRENTLY IF EXISTS idempotency_keys_resumable_idx;
+CREATE INDEX CONCURRENTLY idempotency_keys_resumable_idx
     ON idempotency_keys (last_run_at)
     WHERE recovery_point <> 'finished' AND needs_attention_at IS NULL;
 DROP INDEX CONCURRENTLY IF EXISTS idempotency_keys_user_id_unfinished_idx;
 DROP INDEX CONCURRENTLY IF EXISTS idempotency_keys_unfinished_idx;
 
 -- +goose Down
-CREATE INDEX CONCURRENTLY IF NOT EXISTS idempotency_keys_unfinished_idx
+DROP INDEX CONCURRENTLY IF EXISTS idempotency_keys_unfinished_idx;
+CREATE INDEX CONCURRENTLY idempotency_keys_unfinished_idx
     ON idempotency_keys (last_run_at)
     WHERE recovery_point <> 'finished';
-CREATE INDEX CONCURRENTLY IF NOT EXISTS idempotency_keys_user_id_unfinished_idx
+DROP INDEX CONCURRENTLY IF EXISTS idempotency_keys_user_id_unfinished_idx;
+CREATE INDEX CONCURRENTLY idempotency_keys_user_id_unfinished_idx
     ON idempotency_keys (user_id)
     WHERE recovery_point <> 'finished';
 DROP INDEX CONCURRENTLY IF EXISTS idempotency_keys_resumable_idx;

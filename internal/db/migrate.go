@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/paymentsd/paymentsd/db/migrations"
 )
@@ -21,8 +22,17 @@ import (
 // returned *sql.DB when done; it does not close the pool.
 func Migrator(pool *pgxpool.Pool) (*goose.Provider, *sql.DB, error) {
 	sqlDB := stdlib.OpenDBFromPool(pool)
+	// One migrator at a time per database (a session advisory lock): two
+	// processes started with --migrate must not interleave the statements
+	// of a migration that runs outside a transaction (00016's concurrent
+	// index builds), where one could cancel the other's build.
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		_ = sqlDB.Close()
+		return nil, nil, fmt.Errorf("error creating the migration lock: %w", err)
+	}
 	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS,
-		goose.WithGoMigrations(migrations.Go...))
+		goose.WithGoMigrations(migrations.Go...), goose.WithSessionLocker(locker))
 	if err != nil {
 		_ = sqlDB.Close()
 		return nil, nil, fmt.Errorf("error loading migrations: %w", err)

@@ -298,7 +298,10 @@ func (e *Engine) awaitingOperator(ctx context.Context, key *keyState) error {
 		return nil
 	}
 	full, err := e.queries.IdempotencyKeyGetByID(ctx, e.pool, key.ID)
-	if err = db.InterpretError(err); err != nil {
+	switch err = db.InterpretError(err); {
+	case errors.Is(err, db.ErrNotFound):
+		return errRaced // deleted meanwhile: read it again, as resume does
+	case err != nil:
 		return fmt.Errorf("error reading idempotency key: %w", err)
 	}
 	if err := parkedError(full); err != nil {

@@ -1,0 +1,59 @@
+package db_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/testutil"
+)
+
+// TestAnInterruptedIndexBuildIsBuiltAgain: migration 00016 builds its
+// indexes concurrently, outside a transaction. A build interrupted midway
+// leaves an invalid index and the migration unrecorded; running it again
+// must build that index anew, not take it for done and drop the old
+// indexes the cap and the completer would otherwise fall back on.
+func TestAnInterruptedIndexBuildIsBuiltAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testutil.NewDB(t)
+	provider, sqlDB, err := db.Migrator(pool)
+	require.NoError(t, err)
+	defer sqlDB.Close()
+	res, err := provider.Down(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 16, res.Source.Version, "the test rolls back 00016; a later migration should move it")
+
+	// What an interrupted CREATE INDEX CONCURRENTLY leaves.
+	for _, stmt := range []string{
+		`CREATE INDEX idempotency_keys_user_id_lock_token_unfinished_idx
+		     ON idempotency_keys (user_id, lock_token) WHERE recovery_point <> 'finished'`,
+		`UPDATE pg_index SET indisvalid = false
+		 WHERE indexrelid = 'idempotency_keys_user_id_lock_token_unfinished_idx'::regclass`,
+	} {
+		_, err := pool.Exec(ctx, stmt)
+		require.NoError(t, err)
+	}
+
+	_, err = provider.Up(ctx)
+	require.NoError(t, err)
+	var invalid int
+	require.NoError(t, pool.QueryRow(ctx,
+		`SELECT count(*) FROM pg_index WHERE indrelid = 'idempotency_keys'::regclass AND NOT indisvalid`).Scan(&invalid))
+	require.Zero(t, invalid, "no invalid index is left on idempotency_keys")
+	var names []string
+	rows, err := pool.Query(ctx, `SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'idempotency_keys'::regclass`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var name string
+		require.NoError(t, rows.Scan(&name))
+		names = append(names, name)
+	}
+	require.NoError(t, rows.Err())
+	require.Contains(t, names, "idempotency_keys_user_id_lock_token_unfinished_idx")
+	require.Contains(t, names, "idempotency_keys_resumable_idx")
+	require.NotContains(t, names, "idempotency_keys_user_id_unfinished_idx")
+	require.NotContains(t, names, "idempotency_keys_unfinished_idx")
+}
