@@ -15,8 +15,8 @@ import (
 )
 
 // accessLog gives each request a request id, its state and a logger that
-// logs both (see requestState), and writes one line per request. It never logs headers or bodies: they carry
-// API keys and payment data.
+// logs both (see requestState), and writes one line per request. It never
+// logs headers or bodies: they carry API keys and payment data.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

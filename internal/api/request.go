@@ -15,13 +15,14 @@ type requestKey struct{}
 // copying the request again for each value.
 //
 // It is also the request logger's hook: every line logged for the request
-// carries its fields as they stand when the line is written. Its fields are
-// written and read on the request's goroutine only, without a lock (the
-// engine runs a request's phases on it, detached or not): code that logs
-// through the request's context from a goroutine of its own must not run
-// while the handler still writes them. A logger built
+// carries its fields as they stand when the line is written. A logger built
 // with zerolog's With() would copy a 500-byte buffer for each request and
 // again as fields are added; a hook costs one small allocation.
+//
+// Its fields are written and read on the request's goroutine only, without
+// a lock (the engine runs a request's phases on it, detached or not): code
+// that logs through the request's context from a goroutine of its own must
+// not run while the handler still writes them.
 type requestState struct {
 	id            string
 	userID        int64

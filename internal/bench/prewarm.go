@@ -20,7 +20,7 @@ var HotIndexes = []string{
 	"payments_stripe_payment_intent_id_key",
 }
 
-// Prewarm is what Prewarm loaded: the bytes of HotIndexes read into
+// Prewarm is what PrewarmHotIndexes loaded: the bytes of HotIndexes read into
 // shared_buffers, or why it could not (Skipped).
 type Prewarm struct {
 	Bytes   int64  `json:"bytes,omitempty"`

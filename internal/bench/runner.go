@@ -313,7 +313,7 @@ func (m *measurer) profiledRuns(ctx context.Context) ([]Profile, error) {
 		if err := m.vacuum(ctx); err != nil {
 			return nil, err
 		}
-		profiled := m.profile(ctx, run.profiler, run.kind)
+		profiled := run.profiler.During(ctx, run.kind, m.conns, m.cfg.Warmup, m.cfg.Duration)
 		l, err := m.load(ctx, run.scenario)
 		if err != nil {
 			return nil, err
@@ -323,16 +323,6 @@ func (m *measurer) profiledRuns(ctx context.Context) ([]Profile, error) {
 		profiles = append(profiles, prof)
 	}
 	return profiles, nil
-}
-
-// profile starts profiling the next run with p (the service's profiler or
-// the bare's) when this is the connection count the targets are judged at;
-// it returns nil otherwise.
-func (m *measurer) profile(ctx context.Context, p *Profiler, scenario string) func() Profile {
-	if p == nil || m.conns != TargetConns {
-		return nil
-	}
-	return p.During(ctx, scenario, m.conns, m.cfg.Warmup, m.cfg.Duration)
 }
 
 // slow measures the slow-processor point: the emulator answers every

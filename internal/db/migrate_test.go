@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/internal/db"
@@ -43,15 +44,10 @@ func TestAnInterruptedIndexBuildIsBuiltAgain(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx,
 		`SELECT count(*) FROM pg_index WHERE indrelid = 'idempotency_keys'::regclass AND NOT indisvalid`).Scan(&invalid))
 	require.Zero(t, invalid, "no invalid index is left on idempotency_keys")
-	var names []string
 	rows, err := pool.Query(ctx, `SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'idempotency_keys'::regclass`)
 	require.NoError(t, err)
-	for rows.Next() {
-		var name string
-		require.NoError(t, rows.Scan(&name))
-		names = append(names, name)
-	}
-	require.NoError(t, rows.Err())
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
 	require.Contains(t, names, "idempotency_keys_user_id_lock_token_unfinished_idx")
 	require.Contains(t, names, "idempotency_keys_resumable_idx")
 	require.NotContains(t, names, "idempotency_keys_user_id_unfinished_idx")

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/internal/testutil"
@@ -55,16 +56,12 @@ func TestCapReadsOnlyTheUsersUnfinishedKeys(t *testing.T) {
 		_, err := conn.Exec(ctx, stmt)
 		require.NoError(t, err)
 	}
-	var plan strings.Builder
 	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE cap(1, 1000)`)
 	require.NoError(t, err)
-	for rows.Next() {
-		var line string
-		require.NoError(t, rows.Scan(&line))
-		plan.WriteString(line + "\n")
-	}
-	require.NoError(t, rows.Err())
-	require.Contains(t, plan.String(), "idempotency_keys_user_id_lock_token_unfinished_idx", plan.String())
-	require.Contains(t, plan.String(), "Index Cond: (user_id = $1)", plan.String())
-	require.NotContains(t, plan.String(), "idempotency_keys_resumable_idx", plan.String())
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	plan := strings.Join(lines, "\n")
+	require.Contains(t, plan, "idempotency_keys_user_id_lock_token_unfinished_idx", plan)
+	require.Contains(t, plan, "Index Cond: (user_id = $1)", plan)
+	require.NotContains(t, plan, "idempotency_keys_resumable_idx", plan)
 }

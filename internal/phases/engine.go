@@ -261,19 +261,20 @@ func (e *Engine) resume(ctx context.Context, flow *Flow, key *keyState, runTimeo
 	if RecoveryPoint(key.RecoveryPoint) == Finished {
 		return replay(key)
 	}
-	if err := e.awaitingOperator(ctx, key); err != nil {
-		return nil, err
+	if !key.Parked {
+		// Whether the current lease is stale (timed out, or its instance
+		// dead) is the lease update's to decide, on the database's clock.
+		runCtx, cancel := detach(ctx, runTimeout)
+		res, err := e.drive(runCtx, flow, e.leaseKey(key.ID, key.Leased), false)
+		cancel()
+		if !errors.Is(err, errRaced) {
+			return res, err
+		}
 	}
-	// Whether the current lease is stale (timed out, or its instance dead)
-	// is the lease update's to decide, on the database's clock.
-	ctx, cancel := detach(ctx, runTimeout)
-	defer cancel()
-	res, err := e.drive(ctx, flow, e.leaseKey(key.ID, key.Leased), false)
-	if !errors.Is(err, errRaced) {
-		return res, err
-	}
-	// The lease went elsewhere between our read and our update: either the
-	// key finished meanwhile, or another run holds it now.
+	// Parked for an operator (the state read says only whether, and the
+	// answer needs why and since when), or the lease went elsewhere between
+	// our read and our update: the whole key says whether it finished
+	// meanwhile, awaits an operator, or another run holds it now.
 	again, err := e.queries.IdempotencyKeyGetByID(ctx, e.pool, key.ID)
 	if err = db.InterpretError(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {
@@ -288,26 +289,6 @@ func (e *Engine) resume(ctx context.Context, flow *Flow, key *keyState, runTimeo
 		return nil, err
 	}
 	return nil, errInProgress()
-}
-
-// awaitingOperator is the answer for a key parked for an operator, or nil.
-// The key's state says only whether it is parked; why and since when are
-// read then, which only a parked key costs.
-func (e *Engine) awaitingOperator(ctx context.Context, key *keyState) error {
-	if !key.Parked {
-		return nil
-	}
-	full, err := e.queries.IdempotencyKeyGetByID(ctx, e.pool, key.ID)
-	switch err = db.InterpretError(err); {
-	case errors.Is(err, db.ErrNotFound):
-		return errRaced // deleted meanwhile: read it again, as resume does
-	case err != nil:
-		return fmt.Errorf("error reading idempotency key: %w", err)
-	}
-	if err := parkedError(full); err != nil {
-		return err
-	}
-	return errRaced // an operator settled it between the two reads
 }
 
 // parkedError is the answer for a whole key parked for an operator, or nil.
