@@ -41,10 +41,21 @@ type recorder struct {
 	errors     int
 }
 
+// measured is one run's Load with what reading it together with other runs
+// of the same scenario needs (combine): the latencies of the window's
+// successes, sorted, and the window. The latencies stay out of the saved
+// results. name is the scenario's, for progress messages.
+type measured struct {
+	Load
+	latencies []time.Duration
+	window    time.Duration
+	name      string
+}
+
 // Run drives the scenario and returns what the window saw. A request counts
 // in the window when its answer arrived inside it. The client's connections
 // are kept alive between requests and closed at the end.
-func (r loadRun) Run(ctx context.Context, sc Scenario) (Load, error) {
+func (r loadRun) Run(ctx context.Context, sc Scenario) (measured, error) {
 	transport := &http.Transport{
 		MaxIdleConnsPerHost: r.conns,
 		MaxConnsPerHost:     r.conns,
@@ -78,7 +89,7 @@ func (r loadRun) Run(ctx context.Context, sc Scenario) (Load, error) {
 	}
 	wg.Wait()
 	if buildErr != nil {
-		return Load{}, buildErr
+		return measured{}, buildErr
 	}
 	return merge(recs, r.window), ctx.Err()
 }
@@ -115,29 +126,54 @@ func (rec *recorder) do(client *http.Client, req *http.Request, sc Scenario, fro
 }
 
 // merge sums the workers' tallies.
-func merge(recs []*recorder, window time.Duration) Load {
-	var (
-		all  []time.Duration
-		load = Load{NonOK: map[int]int{}}
-	)
+func merge(recs []*recorder, window time.Duration) measured {
+	s := measured{Load: Load{NonOK: map[int]int{}}, window: window}
 	for _, rec := range recs {
-		all = append(all, rec.latencies...)
-		load.Total += rec.total
-		load.Unexpected += rec.unexpected
-		load.Errors += rec.errors
+		s.latencies = append(s.latencies, rec.latencies...)
+		s.Total += rec.total
+		s.Unexpected += rec.unexpected
+		s.Errors += rec.errors
 		for status, n := range rec.nonOK {
-			load.NonOK[status] += n
+			s.NonOK[status] += n
 		}
 	}
-	slices.Sort(all)
-	load.OK = len(all)
-	load.Throughput = float64(len(all)) / window.Seconds()
-	load.P50 = ms(percentile(all, 0.50))
-	load.P99 = ms(percentile(all, 0.99))
-	if len(load.NonOK) == 0 {
-		load.NonOK = nil
+	s.summarize()
+	return s
+}
+
+// combine reads runs of one scenario as one Load: the requests answered
+// inside their windows over the sum of the windows, p50 and p99 over all
+// their latencies together, every other count summed, and each run's own
+// throughput in Runs, in the order given.
+func combine(runs ...measured) Load {
+	s := measured{Load: Load{NonOK: map[int]int{}}}
+	for _, run := range runs {
+		s.latencies = append(s.latencies, run.latencies...)
+		s.window += run.window
+		s.Total += run.Total
+		s.Unexpected += run.Unexpected
+		s.Errors += run.Errors
+		for status, n := range run.NonOK {
+			s.NonOK[status] += n
+		}
+		s.Runs = append(s.Runs, run.Throughput)
 	}
-	return load
+	s.summarize()
+	return s.Load
+}
+
+// summarize sorts the latencies and reads from them the successes in the
+// window, the throughput and the percentiles; a NonOK with nothing in it
+// becomes nil.
+func (s *measured) summarize() {
+	slices.Sort(s.latencies)
+	s.OK = len(s.latencies)
+	s.Throughput = float64(s.OK) / s.window.Seconds()
+	s.P50 = ms(percentile(s.latencies, 0.50))
+	s.P99 = ms(percentile(s.latencies, 0.99))
+	if len(s.NonOK) == 0 {
+		s.NonOK = nil
+	}
 }
 
 // percentile is the nearest-rank percentile of sorted samples (0 for none).

@@ -142,7 +142,8 @@ type ProfileTop struct {
 	Text  string `json:"text"`
 }
 
-// Load is one closed-loop HTTP run.
+// Load is one closed-loop HTTP run, or several runs of one scenario read
+// as one (combine): their windows end to end, their latencies together.
 type Load struct {
 	// Throughput is successful requests per second in the window.
 	Throughput float64 `json:"throughput"`
@@ -160,6 +161,10 @@ type Load struct {
 	Unexpected int `json:"unexpected"`
 	// Errors counts transport errors: no HTTP response at all.
 	Errors int `json:"errors"`
+	// Runs is the throughput of each run a combined Load was read from,
+	// in the order they ran (the judged pairs at TargetConns, two runs a
+	// side in ABBA order); empty for a single run.
+	Runs []float64 `json:"runs,omitempty"`
 }
 
 // Conflicts is the number of 409s.

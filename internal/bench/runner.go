@@ -120,18 +120,27 @@ type measurer struct {
 	conns      int
 }
 
+// load runs a scenario once and returns its Load (see measure).
 func (m *measurer) load(ctx context.Context, sc Scenario) (Load, error) {
-	l, err := loadRun{conns: m.conns, warmup: m.cfg.Warmup, window: m.cfg.Duration}.Run(ctx, sc)
+	s, err := m.measure(ctx, sc)
+	return s.Load, err
+}
+
+// measure runs a scenario once, logs its figures, and fails when nothing
+// succeeded.
+func (m *measurer) measure(ctx context.Context, sc Scenario) (measured, error) {
+	s, err := loadRun{conns: m.conns, warmup: m.cfg.Warmup, window: m.cfg.Duration}.Run(ctx, sc)
 	if err != nil {
-		return l, err
+		return s, err
 	}
-	if l.Total == 0 {
-		return l, fmt.Errorf("%s at %d connections: no successful request (non-2xx %v, %d unexpected, %d transport errors)",
-			sc.Name, m.conns, l.NonOK, l.Unexpected, l.Errors)
+	if s.Total == 0 {
+		return s, fmt.Errorf("%s at %d connections: no successful request (non-2xx %v, %d unexpected, %d transport errors)",
+			sc.Name, m.conns, s.NonOK, s.Unexpected, s.Errors)
 	}
+	s.name = sc.Name
 	logf(m.cfg.Log, "  %-15s %8.1f/s  p50 %7.2f ms  p99 %7.2f ms  non-2xx %v  errors %d",
-		sc.Name, l.Throughput, l.P50, l.P99, l.NonOK, l.Errors+l.Unexpected)
-	return l, nil
+		sc.Name, s.Throughput, s.P50, s.P99, s.NonOK, s.Errors+s.Unexpected)
+	return s, nil
 }
 
 // ceiling runs a pgbench script, once more when it finished nothing at all
