@@ -20,6 +20,16 @@
 //   - the replay ceiling: pgbench running bench/pgbench/replay.sql, the one
 //     indexed lookup a replay needs.
 //
+// At TargetConns, where the targets are judged, each judged pair runs twice
+// in ABBA order (judged.go): after the fresh-payment ceiling the service's
+// fresh payments and then the bare's once more, and the replays as service,
+// bare, bare, service. Each side's two runs are read as one Load (combine):
+// the requests answered inside both windows over the sum of the windows,
+// p50 and p99 over both runs' latencies together, the counts summed, and
+// each run's own throughput kept in Load.Runs for the report. Every other
+// connection count, the slow-processor point and the filled point run each
+// side once.
+//
 // Then one slow-processor point: the emulator answers every create after a
 // fixed latency while the service, then the bare service, keep payments in
 // flight. The targets (targets.go) are ratios to the bare service; the
@@ -31,20 +41,21 @@
 //
 // # Commits per payment
 //
-// The service's fresh run is bracketed by two readings of
-// pg_stat_database.xact_commit for the bench database and of the cluster's
-// next transaction id. Postgres flushes a backend's counters at most once a
-// second and, once the backend goes idle, only after up to ten seconds, so
-// each reading is taken after the database has been idle that long (Settle);
-// that is why the bare service's fresh run comes first, with the emulator's
-// run filling the wait. The run's readings minus the background rate
-// measured over an idle interval at the start, divided by the payments
-// created (warm-up included), give two figures: transactions (xact_commit
-// counts every statement run outside a transaction block as a committed
-// transaction, writes or not) and writing transactions (those that were
-// assigned a transaction id, which are the ones that flush the WAL). The
-// bare service's writing transactions are read from the WAL alone, at once
-// before and after its run: it has no background work to wait for.
+// The service's fresh run (at TargetConns, the first of its two) is
+// bracketed by two readings of pg_stat_database.xact_commit for the bench
+// database and of the cluster's next transaction id. Postgres flushes a
+// backend's counters at most once a second and, once the backend goes idle,
+// only after up to ten seconds, so each reading is taken after the database
+// has been idle that long (Settle); that is why the bare service's fresh run
+// comes first, with the emulator's run filling the wait. The run's readings
+// minus the background rate measured over an idle interval at the start,
+// divided by the payments created (warm-up included), give two figures:
+// transactions (xact_commit counts every statement run outside a
+// transaction block as a committed transaction, writes or not) and writing
+// transactions (those that were assigned a transaction id, which are the
+// ones that flush the WAL). The bare service's writing transactions are
+// read from the WAL alone, at once before and after its (first) run: it has
+// no background work to wait for.
 //
 // # Flat as it grows
 //

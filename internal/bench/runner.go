@@ -162,10 +162,14 @@ func (m *measurer) ceiling(ctx context.Context, script string) (Ceiling, error) 
 // service's replays, the bare service's replays and the replay.sql ceiling.
 // The service's fresh run is bracketed by settled readings of the counters
 // (see Settle); the bare's runs before the first of them, with the emulator
-// filling most of the wait, so its commits never blur the service's. It
-// adds the service's statements to the sums, and returns the profiles
-// taken at TargetConns when profiling: the service's, and the bare's during
-// its own runs of the same scenarios.
+// filling most of the wait, so its commits never blur the service's. At
+// TargetConns each pair the targets judge runs twice, in ABBA order (abba):
+// the fresh pair once more in reverse, the service then the bare, after the
+// fresh.sql ceiling and its calibration, so outside the commit accounting,
+// which reads the first service run alone; the replays as service, bare,
+// bare, service. It adds the statements of the service's runs to the sums,
+// and returns the profiles taken at TargetConns when profiling: the
+// service's, and the bare's during its own runs of the same scenarios.
 func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum snapshot) (Point, []Profile, error) {
 	p := Point{Conns: m.conns}
 	logf(m.cfg.Log, "%d connections", m.conns)
@@ -182,7 +186,8 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if err != nil {
 		return p, nil, err
 	}
-	if p.BareFresh, err = m.load(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users)); err != nil {
+	bareFresh, err := m.measure(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users))
+	if err != nil {
 		return p, nil, err
 	}
 	bareEnd, err := w.Read(ctx)
@@ -190,9 +195,9 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		return p, nil, err
 	}
 	w.Touched()
-	if m.wal != nil && p.BareFresh.Total > 0 {
+	if m.wal != nil && bareFresh.Total > 0 {
 		if n, err := m.wal.Writes(ctx, bareStart, bareEnd); err == nil {
-			v := (float64(n.All) - m.noise.WritesPerSec*bareEnd.At.Sub(bareStart.At).Seconds()) / float64(p.BareFresh.Total)
+			v := (float64(n.All) - m.noise.WritesPerSec*bareEnd.At.Sub(bareStart.At).Seconds()) / float64(bareFresh.Total)
 			p.BareWritesPerPayment = &v
 			logf(m.cfg.Log, "  bare commits    %.2f writing transactions per payment", v)
 		}
@@ -214,7 +219,8 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if err != nil {
 		return p, nil, err
 	}
-	if p.Fresh, err = m.load(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users)); err != nil {
+	fresh, err := m.measure(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users))
+	if err != nil {
 		return p, nil, err
 	}
 	after, err := st.Snapshot(ctx)
@@ -236,12 +242,12 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		}
 		w.Touched()
 	}
-	p.Commits = commitsOf(start, end, p.Fresh.Total, 2*st.Readings(), writes, m.noise)
+	p.Commits = commitsOf(start, end, fresh.Total, 2*st.Readings(), writes, m.noise)
 	if st != nil {
 		delta := snapshot{}
 		addDelta(delta, before, after)
 		addDelta(freshSum, before, after)
-		p.Commits.CommitStatements = float64(delta.commits()) / float64(p.Fresh.Total)
+		p.Commits.CommitStatements = float64(delta.commits()) / float64(fresh.Total)
 	}
 	logf(m.cfg.Log, "  commits         %s phase commits, %s writing transactions, %.2f transactions per payment",
 		phaseCommits(p.Commits), writing(p.Commits), p.Commits.XactPerPayment)
@@ -264,27 +270,33 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		}
 	}
 
-	if err := m.vacuum(ctx); err != nil {
+	freshAgain := func() (measured, error) {
+		return m.serviceRun(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users), freshSum)
+	}
+	bareFreshAgain := func() (measured, error) {
+		return m.bareRun(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users))
+	}
+	if p.BareFresh, p.Fresh, err = m.abba(bareFresh, fresh, bareFreshAgain, freshAgain); err != nil {
 		return p, nil, err
 	}
-	if before, err = st.Snapshot(ctx); err != nil {
+
+	serviceReplays := func() (measured, error) {
+		return m.serviceRun(ctx, ReplayScenario("service replays", m.cfg.ServiceURL, m.cfg.Users, m.cfg.ReplayKeys, ServiceReplayPrefix), replaySum)
+	}
+	bareReplays := func() (measured, error) {
+		return m.bareRun(ctx, ReplayScenario("bare replays", m.cfg.BareURL, m.cfg.Users, m.cfg.ReplayKeys, BareReplayPrefix))
+	}
+	replay, err := serviceReplays()
+	if err != nil {
 		return p, nil, err
 	}
-	if p.Replay, err = m.load(ctx, ReplayScenario("service replays", m.cfg.ServiceURL, m.cfg.Users, m.cfg.ReplayKeys, ServiceReplayPrefix)); err != nil {
+	bareReplay, err := bareReplays()
+	if err != nil {
 		return p, nil, err
 	}
-	if after, err = st.Snapshot(ctx); err != nil {
+	if p.Replay, p.BareReplay, err = m.abba(replay, bareReplay, serviceReplays, bareReplays); err != nil {
 		return p, nil, err
 	}
-	w.Touched()
-	addDelta(replaySum, before, after)
-	if err := m.vacuum(ctx); err != nil {
-		return p, nil, err
-	}
-	if p.BareReplay, err = m.load(ctx, ReplayScenario("bare replays", m.cfg.BareURL, m.cfg.Users, m.cfg.ReplayKeys, BareReplayPrefix)); err != nil {
-		return p, nil, err
-	}
-	w.Touched()
 	if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql"); err != nil {
 		return p, nil, err
 	}
