@@ -74,6 +74,9 @@ func Markdown(r *Results, svgPath string) string {
 	w("- **Order at each connection count:** bare fresh, emulator alone, service fresh, fresh.sql, service\n")
 	w("  replays, bare replays, replay.sql. The bare runs first so that its commits have settled before\n")
 	w("  the service's fresh run is bracketed (see the commits above); the emulator fills that wait.\n")
+	if r.abba() {
+		abbaMethod(&b)
+	}
 	w("  Before each run of the service and of the bare service the harness vacuums the bench database\n")
 	w("  (`VACUUM (ANALYZE)`, outside the commit accounting), so that the autovacuum the previous runs'\n")
 	w("  rows call for, which wakes once a minute, does not fall inside one run of a pair and not the other.\n")
@@ -87,20 +90,33 @@ func Markdown(r *Results, svgPath string) string {
 	return b.String()
 }
 
+// abbaMethod says how the pairs judged at TargetConns were measured.
+func abbaMethod(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("- **The judged point, %d connections, runs each pair twice in ABBA order.** On two shared cores,\n", TargetConns)
+	w("  single runs of the same code drift by 5 to 8%% from one to the next, and a pair in a fixed order hands\n")
+	w("  that drift, and whatever the first run leaves the second, to one side. So after fresh.sql the fresh pair\n")
+	w("  runs once more in reverse order, service fresh then bare fresh (the commit accounting reads the\n")
+	w("  first service run alone), and the replays run service, bare, bare, service. Each side's two runs are\n")
+	w("  read as one: the requests answered inside both windows over the sum of the windows, p50 and p99\n")
+	w("  over both runs' requests together, the counts summed. The targets show each run's throughput.\n")
+}
+
 // commitSection explains the commit figures.
 func commitSection(b *strings.Builder, r *Results) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	phases, writing, xact, source, _ := commitTotals(r.Points)
 	w("## Commits per fresh payment\n\n")
-	w("Each fresh run is bracketed by two readings — `pg_stat_database.xact_commit` of the bench database,\n")
-	w("the WAL position and the cluster's next transaction id — taken once the service has been idle for\n")
-	w("11 s, because Postgres publishes an idle backend's counters up to 10 s late. The background measured\n")
+	w("The service's first fresh run at each connection count is bracketed by two readings —\n")
+	w("`pg_stat_database.xact_commit` of the bench database, the WAL position and the cluster's next transaction\n")
+	w("id — taken once the service has been idle for 11 s, because Postgres publishes an idle backend's counters\n")
+	w("up to 10 s late. The background measured\n")
 	w("over %.1f s of idleness before the first run is subtracted (%.2f transactions/s, %.2f writing and\n",
 		r.Noise.Seconds, r.Noise.XactPerSec, r.Noise.WritesPerSec)
 	w("%.2f phase commits/s in the bench database; %.2f transaction ids/s in the cluster), and the rest is\n",
 		r.Noise.PhaseWritesPerSec, r.Noise.XidPerSec)
 	w("divided by the payments created in the run, warm-up included. The target counts writing\n")
-	w("transactions at each of %s connections (the tables give every point); over every fresh run:\n\n", joinInts(WritesConns, " and "))
+	w("transactions at each of %s connections (the tables give every point); over every run so bracketed:\n\n", joinInts(WritesConns, " and "))
 	if phases >= 0 {
 		w("- **Writing transactions / payment: %.2f** — what the target counts: every transaction that wrote\n", writing)
 		w("  to the bench database, the phase commits plus the service's background work for each payment\n")

@@ -55,7 +55,12 @@ func fillSection(b *strings.Builder, r *Results) {
 	w("The runs, in order: bare\n")
 	w("fresh, service fresh, fresh.sql, service replays, bare replays. Unlike the empty database's, the fresh runs\n")
 	w("are not preceded by a vacuum: they meet the dead rows that the reaper and each other leave, as a service\n")
-	w("does between autovacuums, which at this size come once a fifth of a table has changed; each replay run is.\n\n")
+	w("does between autovacuums, which at this size come once a fifth of a table has changed; each replay run is.\n")
+	if r.abba() {
+		w("Each is a single run; the empty database's figures beside them are the judged point's, two runs a side\n")
+		w("in ABBA order read as one (see the method below).\n")
+	}
+	w("\n")
 	w("%s\n", FilledTable(r))
 
 	w("Judged (also in the targets above):\n\n")

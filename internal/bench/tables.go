@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// Tables renders the figures as Markdown tables: the targets, then fresh
+// Tables renders the figures as Markdown tables: the targets (with how the
+// judged point's runs were read as one, when it ran two a side), then fresh
 // payments and replays with the service beside the bare service and the
 // pgbench ceiling, then the slow-processor point. The console summary and
 // BENCHMARKS.md both show them.
@@ -16,6 +17,13 @@ func Tables(r *Results) string {
 	w("### Targets\n\n| target | measured | |\n|---|---|---|\n")
 	for _, t := range Evaluate(r) {
 		w("| %s | %s | %s |\n", t.Name, t.Measured, mark(t.Met))
+	}
+	if r.abba() {
+		w("\nAt %d connections the service's and the bare service's figures are each **two runs in ABBA order**, read\n", TargetConns)
+		w("as one: fresh payments bare, service, service, bare; replays service, bare, bare, service. Throughput is\n")
+		w("the requests answered inside both windows over the sum of the windows, p50 and p99 are over both runs'\n")
+		w("requests together, and the counts are summed; each run's own throughput is in the targets above. The\n")
+		w("other connection counts, the slow processor and the filled point are one run a side.\n")
 	}
 
 	w("\n### Fresh payments (POST /payments, a new Idempotency-Key each)\n\n")

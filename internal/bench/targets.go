@@ -66,6 +66,7 @@ func Evaluate(r *Results) []Target {
 			p99.Measured = share.Measured
 		} else {
 			share.Measured, share.Met = shareOf(kind.svc, kind.bare, kind.unit, BareRatio)
+			share.Measured += pairRuns(kind.svc, kind.bare)
 			p99.Measured, p99.Met = p99Of(kind.svc, kind.bare, BareP99)
 		}
 		targets = append(targets, share, p99)
@@ -190,6 +191,24 @@ func shareOf(svc, bare Load, unit string, least float64) (string, bool) {
 	share := ratio(svc.Throughput, bare.Throughput)
 	return fmt.Sprintf("%.0f%% (%.0f of %.0f %s)", share*100, svc.Throughput, bare.Throughput, unit),
 		bare.Throughput > 0 && share >= least
+}
+
+// pairRuns is each run's throughput when the judged pair's sides are
+// combined runs (abba), "; runs (ABBA): service 900 and 936, bare 870 and
+// 910", and empty when they are single runs.
+func pairRuns(svc, bare Load) string {
+	if len(svc.Runs) == 0 && len(bare.Runs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; runs (ABBA): service %s, bare %s", runList(svc.Runs), runList(bare.Runs))
+}
+
+// abba reports whether the pairs judged at TargetConns were measured as two
+// runs a side in ABBA order (measurer.abba); in results saved before that,
+// each side is a single run.
+func (r *Results) abba() bool {
+	p, ok := r.point(TargetConns)
+	return ok && (len(p.Fresh.Runs) > 0 || len(p.Replay.Runs) > 0)
 }
 
 // p99Of is the service's p99 as a multiple of the bare's, and whether it

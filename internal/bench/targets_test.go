@@ -119,6 +119,35 @@ func TestEvaluateNotMet(t *testing.T) {
 	require.Equal(t, "2.30 (from cluster-wide transaction ids)", w.Measured)
 }
 
+// TestJudgedPairsShowTheirRuns: when the judged point's sides are two runs
+// each, its targets give each run's throughput and the report says how they
+// were read as one; the filled point's, single runs against the combined
+// ones, do not, and results saved before the ABBA runs say nothing of them.
+func TestJudgedPairsShowTheirRuns(t *testing.T) {
+	r := sampleFilled()
+	require.NotContains(t, Tables(r), "ABBA")
+	require.NotContains(t, Markdown(r, "bench.svg"), "ABBA")
+
+	p := &r.Points[2] // 32 connections
+	p.Fresh.Runs, p.BareFresh.Runs = []float64{370, 390}, []float64{410, 390}
+	p.Replay.Runs, p.BareReplay.Runs = []float64{3700, 3900}, []float64{4100, 3900}
+	require.Equal(t, "95% (380 of 400 payments/s); runs (ABBA): service 370 and 390, bare 410 and 390",
+		find(t, r, "fresh payments ≥ 90% of the bare").Measured)
+	require.Equal(t, "95% (3800 of 4000 requests/s); runs (ABBA): service 3700 and 3900, bare 4100 and 3900",
+		find(t, r, "replays ≥ 90% of the bare").Measured)
+	require.Equal(t, "95% (361 of 380 payments/s)", find(t, r, "fresh payments with", "keys filled").Measured)
+	require.Contains(t, Tables(r), "figures are each **two runs in ABBA order**")
+	md := Markdown(r, "bench.svg")
+	require.Contains(t, md, "runs each pair twice in ABBA order")
+	require.Contains(t, md, "two runs a side\nin ABBA order")
+
+	path := filepath.Join(t.TempDir(), "results.json")
+	require.NoError(t, r.Save(path))
+	back, err := LoadResults(path)
+	require.NoError(t, err)
+	require.Equal(t, []float64{3700, 3900}, back.Points[2].Replay.Runs)
+}
+
 func TestEvaluateMissingPoints(t *testing.T) {
 	r := sample()
 	r.Points = r.Points[:2] // 1 and 8 connections
