@@ -8,41 +8,41 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
 
 // accessLog gives each request a request id, its state and a logger that
-// logs both (see requestState), and writes one line per request. It never
-// logs headers or bodies: they carry API keys and payment data.
-func (s *Server) accessLog(next http.Handler) http.Handler {
+// logs both (see requestState), routes it through routes, and writes one
+// line per request. It never logs headers or bodies: they carry API keys
+// and payment data.
+func (s *Server) accessLog(routes chi.Router) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := newRequestID()
 		w.Header().Set("Request-Id", id)
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		st := &requestState{id: id}
-		r = r.WithContext(withRequest(r.Context(), s.log, st))
+		st := newRequestState(r.Context(), id, routes, w)
+		r = r.WithContext(st.withLogger(s.log))
 
-		next.ServeHTTP(ww, r)
+		routes.ServeHTTP(&st.writer, r)
 
 		route := st.route // an endpoint's own pattern, without chi joining it again
 		if route == "" {
-			route = chi.RouteContext(r.Context()).RoutePattern()
+			route = st.routing.RoutePattern()
 		}
 		if route == "" {
 			route = "unmatched" // keeps unknown paths from inflating label cardinality
 		}
 		took := time.Since(start)
-		s.metrics.HTTPRequests.WithLabelValues(route, r.Method, strconv.Itoa(ww.Status())).Inc()
+		status := st.writer.Status()
+		s.metrics.HTTPRequests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
 		s.metrics.HTTPDuration.WithLabelValues(route).Observe(took.Seconds())
 		zerolog.Ctx(r.Context()).Info().
 			Str("method", r.Method).
 			Str("route", route).
-			Int("status", ww.Status()).
-			Bool("replayed", ww.Header().Get("Idempotent-Replayed") == "true").
+			Int("status", status).
+			Bool("replayed", w.Header().Get("Idempotent-Replayed") == "true").
 			Dur("duration", took).
 			Msg("request")
 	})

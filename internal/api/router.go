@@ -70,7 +70,7 @@ func NewServer(pool *pgxpool.Pool, engine *phases.Engine, m *metrics.Metrics, lo
 // Handler is the router with every route and middleware.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.accessLog, s.recoverPanic)
+	r.Use(s.recoverPanic)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, problem.New(problem.NotFound, "No such resource."))
 	})
@@ -101,7 +101,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get(payments.Path+"/{id}/refunds", s.listRefunds)
 		r.Get("/refunds/{id}", s.getRefund)
 	})
-	return r
+	return s.accessLog(r)
 }
 
 // allowedMethods lists the methods routes serves for path, for the Allow
