@@ -22,9 +22,11 @@ import (
 
 // Object is a body split into its members, with the problems found so far.
 // A member's name and its JSON text are slices of one copy of the body, so
-// splitting it and reading strings from it costs no allocation per member.
+// splitting it and reading strings from it costs no allocation per member,
+// and the first members are listed in the Object itself.
 type Object struct {
-	members map[string]string
+	members members
+	inline  [4]member
 	errs    []problem.FieldError
 }
 
@@ -34,14 +36,14 @@ func Parse(body []byte, known ...string) (*Object, []problem.FieldError) {
 	if !utf8.Valid(body) {
 		return nil, []problem.FieldError{{Pointer: "", Detail: "body is not valid UTF-8"}}
 	}
-	members, err := objectMembers(body)
-	if err != nil {
+	o := &Object{}
+	o.members.list = o.inline[:0]
+	if err := objectMembers(body, &o.members); err != nil {
 		return nil, []problem.FieldError{{Pointer: "", Detail: err.Error()}}
 	}
-	o := &Object{members: members}
-	for name := range members {
-		if !slices.Contains(known, name) {
-			o.errs = append(o.errs, problem.FieldError{Pointer: "/" + escapePointer(name), Detail: "unknown member"})
+	for _, m := range o.members.list {
+		if !slices.Contains(known, m.name) {
+			o.errs = append(o.errs, problem.FieldError{Pointer: "/" + escapePointer(m.name), Detail: "unknown member"})
 		}
 	}
 	return o, nil
@@ -64,8 +66,8 @@ func (o *Object) Errors() []problem.FieldError {
 
 // Has reports whether member name is present and not null.
 func (o *Object) Has(name string) bool {
-	raw, ok := o.members[name]
-	return ok && string(raw) != "null"
+	raw, ok := o.members.get(name)
+	return ok && raw != "null"
 }
 
 // Int reads member name as an integer from min to max. A missing (or null)
@@ -77,7 +79,8 @@ func (o *Object) Int(name string, min, max int64, required bool, unit string) (n
 		}
 		return 0, false
 	}
-	n, err := strconv.ParseInt(o.members[name], 10, 64)
+	raw, _ := o.members.get(name)
+	n, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || n < min || n > max {
 		o.Fail(name, fmt.Sprintf("must be an integer from %d to %d%s", min, max, unit))
 		return 0, false
@@ -95,7 +98,7 @@ func (o *Object) String(name string, required bool, valid func(string) bool, inv
 		}
 		return "", false
 	}
-	s, _, err := stringMember(o.members, name)
+	s, _, err := stringMember(&o.members, name)
 	switch {
 	case err != nil:
 		o.Fail(name, stringDetail(err, "must be a string"))
@@ -121,43 +124,43 @@ func FreeText(max int) func(string) bool {
 //
 // Most bodies are a valid object whose member names need no unescaping:
 // splitObject reads those without allocating per token. Anything else goes
-// to the token-by-token reading, which says what is wrong.
-func objectMembers(body []byte) (map[string]string, error) {
-	if members, ok := splitObject(body); ok {
-		return members, nil
+// to the token-by-token reading, which says what is wrong. Either adds the
+// members to m, which must be empty.
+func objectMembers(body []byte, m *members) error {
+	if splitObject(body, m) {
+		return nil
 	}
-	return readMembers(body)
+	m.list, m.index = m.list[:0], nil
+	return readMembers(body, m)
 }
 
 // splitObject splits body when it is valid JSON, an object, whose member
 // names have no escapes and appear once each; ok is false otherwise.
-func splitObject(b []byte) (members map[string]string, ok bool) {
+func splitObject(b []byte, m *members) bool {
 	if !json.Valid(b) {
-		return nil, false
+		return false
 	}
 	body := string(b) // one copy, which every name and value slices
 	i := skipSpace(body, 0)
 	if body[i] != '{' {
-		return nil, false
+		return false
 	}
-	members = make(map[string]string, 4)
 	if i = skipSpace(body, i+1); body[i] == '}' {
-		return members, true
+		return true
 	}
 	for {
 		end := valueEnd(body, i) // body[i] opens the member's name
 		name := body[i+1 : end-1]
 		if strings.IndexByte(name, '\\') >= 0 {
-			return nil, false
-		}
-		if _, dup := members[name]; dup {
-			return nil, false
+			return false
 		}
 		start := skipSpace(body, skipSpace(body, end)+1) // past the colon
 		end = valueEnd(body, start)
-		members[name] = body[start:end]
+		if !m.add(name, body[start:end]) {
+			return false // named twice
+		}
 		if i = skipSpace(body, end); body[i] == '}' {
-			return members, true
+			return true
 		}
 		i = skipSpace(body, i+1) // past the comma
 	}
@@ -205,39 +208,37 @@ func valueEnd(b string, i int) int {
 }
 
 // readMembers is objectMembers token by token.
-func readMembers(body []byte) (map[string]string, error) {
+func readMembers(body []byte, m *members) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, errors.New("body must be a JSON object")
+		return errors.New("body must be a JSON object")
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("body must be a JSON object")
+		return errors.New("body must be a JSON object")
 	}
-	members := map[string]string{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, errors.New("body is not valid JSON")
+			return errors.New("body is not valid JSON")
 		}
 		name := tok.(string) // inside an object, the decoder yields names here
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, errors.New("body is not valid JSON")
+			return errors.New("body is not valid JSON")
 		}
-		if _, dup := members[name]; dup {
-			return nil, fmt.Errorf("member %q appears more than once", name)
+		if !m.add(name, string(raw)) {
+			return fmt.Errorf("member %q appears more than once", name)
 		}
-		members[name] = string(raw)
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, errors.New("body is not valid JSON")
+		return errors.New("body is not valid JSON")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("body must hold a single JSON object")
+		return errors.New("body must hold a single JSON object")
 	}
-	return members, nil
+	return nil
 }
 
 // errNotString is stringMember's answer for a member that is not a string.
@@ -245,8 +246,8 @@ var errNotString = errors.New("not a string")
 
 // stringMember reads member name as a JSON string: ok is false when absent.
 // Its other errors are details a client can read.
-func stringMember(members map[string]string, name string) (s string, ok bool, err error) {
-	raw, ok := members[name]
+func stringMember(m *members, name string) (s string, ok bool, err error) {
+	raw, ok := m.get(name)
 	if !ok {
 		return "", false, nil
 	}
@@ -257,7 +258,7 @@ func stringMember(members map[string]string, name string) (s string, ok bool, er
 		// No escape: the literal is its contents (json.Valid refused raw
 		// control characters already).
 		s = raw[1 : len(raw)-1]
-	} else if err := json.Unmarshal([]byte(raw), &s); err != nil {
+	} else if s, err = unescape(raw); err != nil {
 		return "", true, errNotString
 	}
 	if strings.ContainsRune(s, 0) {
@@ -269,6 +270,15 @@ func stringMember(members map[string]string, name string) (s string, ok bool, er
 		return "", true, errors.New(`must not contain an unpaired UTF-16 surrogate escape (\ud800 to \udfff)`)
 	}
 	return s, true, nil
+}
+
+// unescape decodes a string literal with escapes. Its result is a variable
+// of its own: one whose address went to encoding/json would move to the
+// heap on every call, escapes or not.
+func unescape(raw string) (string, error) {
+	var s string
+	err := json.Unmarshal([]byte(raw), &s)
+	return s, err
 }
 
 // stringDetail is the detail for an error of stringMember: notString when
