@@ -105,12 +105,11 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	// even if the client hangs up: the engine detaches the run from its
 	// cancellation then, bounded by RunTimeout.
 	res, err := s.engine.Execute(r.Context(), req)
-	var refused *refusal
-	if errors.As(err, &refused) {
+	if refused := refusalOf(err); refused != nil {
 		writeProblem(w, refused.p)
 		return
 	}
-	logRecoveryPoint(r, res, err)
+	logRecoveryPoint(r, err)
 	outcomes := s.metrics.IdempotencyOutcomes
 	if err != nil {
 		f := classify(err)
@@ -132,19 +131,33 @@ type refusal struct{ p *problem.Problem }
 
 func (r *refusal) Error() string { return r.p.Detail }
 
+// refusalOf is err's refusal, if it is one. The variable errors.As fills
+// is declared past the common case, no error: taking its address moves it
+// to the heap.
+func refusalOf(err error) *refusal {
+	if err == nil {
+		return nil
+	}
+	var refused *refusal
+	if errors.As(err, &refused) {
+		return refused
+	}
+	return nil
+}
+
 // logRecoveryPoint adds to the access line how far the request got.
-func logRecoveryPoint(r *http.Request, res *phases.Result, err error) {
-	point := ""
-	var ambiguous *phases.AmbiguousError
-	switch {
-	case err == nil:
-		point = string(phases.Finished)
-	case errors.As(err, &ambiguous):
-		point = string(ambiguous.Point)
-	default:
+func logRecoveryPoint(r *http.Request, err error) {
+	st := request(r.Context())
+	if err == nil {
+		st.recoveryPoint = string(phases.Finished)
 		return
 	}
-	request(r.Context()).recoveryPoint = point
+	// Declared here only: errors.As takes its address, which moves it to
+	// the heap, and most requests end without an error.
+	var ambiguous *phases.AmbiguousError
+	if errors.As(err, &ambiguous) {
+		st.recoveryPoint = string(ambiguous.Point)
+	}
 }
 
 // writeStored sends a stored response exactly as it was stored.
@@ -169,7 +182,11 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		writeProblem(w, problem.New(problem.UnsupportedMediaType, "Send the body as Content-Type: application/json (UTF-8)."))
 		return nil, false
 	}
-	body, err := readAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
+	var from io.Reader = r.Body // net/http reads no more than an announced length
+	if r.ContentLength < 0 || r.ContentLength > MaxBodyBytes {
+		from = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	}
+	body, err := readAll(from, r.ContentLength)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

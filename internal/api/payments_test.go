@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -279,6 +280,24 @@ func TestValidationErrorsAreNotStored(t *testing.T) {
 	require.Len(t, svc.Stripe.PaymentIntents(), 1)
 }
 
+// postChunked posts a payment whose body is sent in chunks, without a
+// Content-Length: the server learns its size only by reading it.
+func postChunked(t *testing.T, svc *testutil.Service, apiKey, idemKey, body string) *testutil.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, svc.URL+"/payments", io.MultiReader(strings.NewReader(body)))
+	require.NoError(t, err)
+	req.ContentLength = -1 // unknown: sent chunked
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("Idempotency-Key", idemKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := svc.Client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return &testutil.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
 func TestAuthAndMediaType(t *testing.T) {
 	t.Parallel()
 	svc := testutil.StartService(t, testutil.ServiceOptions{})
@@ -291,6 +310,8 @@ func TestAuthAndMediaType(t *testing.T) {
 		"Authorization", "Bearer "+apiKey, "Idempotency-Key", "k", "Content-Type", "text/plain"),
 		http.StatusUnsupportedMediaType, "unsupported-media-type")
 	requireProblem(t, svc.PostPayment(t, apiKey, "k", `{"amount":1,"currency":"usd","payment_method":"pm_card_visa","description":"`+
+		strings.Repeat("x", 1<<20)+`"}`), http.StatusRequestEntityTooLarge, "request-too-large")
+	requireProblem(t, postChunked(t, svc, apiKey, "k", `{"amount":1,"currency":"usd","payment_method":"pm_card_visa","description":"`+
 		strings.Repeat("x", 1<<20)+`"}`), http.StatusRequestEntityTooLarge, "request-too-large")
 	requireProblem(t, svc.Do(t, http.MethodDelete, "/payments", "", "Authorization", "Bearer "+apiKey),
 		http.StatusMethodNotAllowed, "method-not-allowed")

@@ -25,8 +25,10 @@ func Fingerprint(method, path string, body []byte) (canonical, sum []byte, err e
 	} else if canonical, err = jcs.Transform(body); err != nil {
 		return nil, nil, fmt.Errorf("error canonicalizing request body: %w", err)
 	}
-	buf := make([]byte, 0, len(method)+len(path)+2+len(canonical))
+	// One allocation holds what is hashed and, after it, the sum.
+	n := len(method) + len(path) + 2 + len(canonical)
+	buf := make([]byte, 0, n+sha256.Size)
 	buf = append(append(append(append(append(buf, method...), '\n'), path...), '\n'), canonical...)
 	s := sha256.Sum256(buf)
-	return canonical, s[:], nil
+	return canonical, append(buf[n:n:n+sha256.Size], s[:]...), nil
 }
