@@ -1,9 +1,10 @@
 package payments
 
 import (
-	"encoding/json"
 	"fmt"
+	"strconv"
 
+	"github.com/paymentsd/paymentsd/internal/idempotency"
 	"github.com/paymentsd/paymentsd/internal/jsonbody"
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
@@ -29,11 +30,21 @@ type Params struct {
 // Canonical is the request as its fingerprint and its key row see it: only
 // the members DecodeParams accepted, with an optional member that was sent
 // as null left out, so that `"description": null` and no description are one
-// request. idempotency.Fingerprint puts it into RFC 8785 form; the flow
-// decodes the stored copy with encoding/json.
+// request. It is written in RFC 8785 form, members sorted by name, as
+// idempotency.Fingerprint would put it; the flow decodes the stored copy
+// with encoding/json.
 func (p *Params) Canonical() []byte {
-	b, _ := json.Marshal(p) // integers and valid UTF-8 strings: it cannot fail
-	return b
+	size := len(`{"amount":,"currency":"","payment_method":""}`) + 20 + len(p.Currency) + len(p.PaymentMethod)
+	if p.Description != nil {
+		size += len(`,"description":""`) + len(*p.Description) + 16 // room for a few escapes
+	}
+	b := strconv.AppendInt(append(make([]byte, 0, size), `{"amount":`...), p.Amount, 10)
+	b = idempotency.AppendString(append(b, `,"currency":`...), p.Currency)
+	if p.Description != nil {
+		b = idempotency.AppendString(append(b, `,"description":`...), *p.Description)
+	}
+	b = idempotency.AppendString(append(b, `,"payment_method":`...), p.PaymentMethod)
+	return append(b, '}')
 }
 
 // isPaymentMethod admits Stripe PaymentMethod ids only (`^pm_[A-Za-z0-9_]+$`,

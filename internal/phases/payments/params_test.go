@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/gowebpki/jcs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/internal/idempotency"
@@ -439,6 +440,11 @@ func FuzzDecodeParams(f *testing.F) {
 		// null description left out, so a null member and its absence are
 		// one request and no other fingerprint changes.
 		canonical := p.Canonical()
+		marshalled, err := json.Marshal(p) // how keys stored before Canonical wrote RFC 8785 were fingerprinted
+		require.NoError(t, err)
+		was, err := jcs.Transform(marshalled)
+		require.NoError(t, err)
+		require.Equal(t, string(was), string(canonical), "params of %q", b)
 		again, errs = payments.DecodeParams(canonical)
 		require.Empty(t, errs, "canonical %q (from %q) refused", canonical, b)
 		require.Equal(t, p, again)

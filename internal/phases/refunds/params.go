@@ -12,6 +12,7 @@ import (
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/idempotency"
 	"github.com/paymentsd/paymentsd/internal/jsonbody"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/problem"
@@ -39,8 +40,22 @@ func Decode(body []byte, pathValue func(string) string) ([]byte, []problem.Field
 	if errs != nil {
 		return nil, errs
 	}
-	b, _ := json.Marshal(p) // integers and known strings: it cannot fail
-	return b, nil
+	return p.Canonical(), nil
+}
+
+// Canonical is the request in RFC 8785 form, members sorted by name, a
+// member left out or sent as null absent alike.
+func (p *Params) Canonical() []byte {
+	b := append(make([]byte, 0, 96), '{')
+	if p.Amount != nil {
+		b = strconv.AppendInt(append(b, `"amount":`...), *p.Amount, 10)
+		b = append(b, ',')
+	}
+	b = strconv.AppendInt(append(b, `"payment_id":`...), p.PaymentID, 10)
+	if p.Reason != nil {
+		b = idempotency.AppendString(append(b, `,"reason":`...), *p.Reason)
+	}
+	return append(b, '}')
 }
 
 // DecodeParams validates a refund request.
