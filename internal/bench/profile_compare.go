@@ -46,6 +46,7 @@ const (
 	bucketEngine     = "engine bookkeeping"
 	bucketRouting    = "routing + middleware"
 	bucketHandler    = "request handler"
+	bucketConnWatch  = "HTTP server: watching the connection"
 	bucketHTTPServer = "HTTP server"
 	bucketOurs       = "other paymentsd code"
 	bucketRest       = "Go runtime and the rest"
@@ -110,6 +111,8 @@ var (
 				paymentsd + "internal/api.(*authCache)", paymentsd + "internal/api.newRequestID"})},
 		{bucketHandler, "the rest of internal/api and internal/problem (serveIdempotent, writing the answer); the bare's handler (internal/bench/bare)",
 			join(ours("internal/api"), ours("internal/problem"), ours("internal/bench/bare"))},
+		{bucketConnWatch, "net/http's read in the background of a connection whose handler is running, started once the request's body has been read to its end and stopped when the handler returns (a goroutine, a read, two deadline changes); the bare reads no replay's body until it answers",
+			[]string{"net/http.(*connReader).backgroundRead", "net/http.(*connReader).startBackgroundRead", "net/http.(*connReader).abortPendingRead"}},
 		{bucketHTTPServer, "the rest of net/http: reading requests, writing responses, the connections' goroutines", pkg("net/http")},
 	}
 	// stripeClient marks a stack as the Stripe client's, whose net/http
