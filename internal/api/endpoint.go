@@ -162,14 +162,9 @@ func logRecoveryPoint(r *http.Request, err error) {
 
 // writeStored sends a stored response exactly as it was stored.
 func writeStored(w http.ResponseWriter, res *phases.Result) {
-	h := w.Header()
-	values := make([]string, 0, len(res.Response.Headers)) // one allocation for them all
-	for name, value := range res.Response.Headers {
-		values = append(values, value)
-		h[http.CanonicalHeaderKey(name)] = values[len(values)-1 : len(values) : len(values)]
-	}
+	res.Response.WriteHeaders(w.Header())
 	if res.Replayed {
-		h.Set("Idempotent-Replayed", "true")
+		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	w.WriteHeader(res.Response.Status)
 	_, _ = w.Write(res.Response.Body)

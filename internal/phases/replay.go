@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
+	"net/http"
 
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 )
@@ -27,64 +27,87 @@ func stateOf(key *dbsqlc.IdempotencyKey) *keyState {
 	return st
 }
 
-// replay is the stored answer of a finished key.
+// replay is the stored answer of a finished key. Its headers stay as stored
+// when eachStoredHeader reads them, to be written straight into the answer
+// (Response.WriteHeaders): decoding them into a map was a replay's largest
+// allocation. Anything else is decoded here.
 func replay(key *keyState) (*Result, error) {
 	resp := &Response{Status: int(key.ResponseCode), Body: key.ResponseBody}
 	if len(key.ResponseHeaders) > 0 {
-		var ok bool
-		if resp.Headers, ok = decodeHeaders(key.ResponseHeaders); !ok {
-			if err := json.Unmarshal(key.ResponseHeaders, &resp.Headers); err != nil {
-				return nil, fmt.Errorf("error decoding stored response headers: %w", err)
-			}
+		if eachStoredHeader(key.ResponseHeaders, func(_, _, _, _ int) {}) {
+			resp.stored = key.ResponseHeaders
+		} else if err := json.Unmarshal(key.ResponseHeaders, &resp.Headers); err != nil {
+			return nil, fmt.Errorf("error decoding stored response headers: %w", err)
 		}
 	}
 	return &Result{Response: resp, Replayed: true}, nil
 }
 
-// decodeHeaders reads stored response headers as Postgres gives back the
-// jsonb fence stored (a flat object of strings, a space after each colon
-// and comma), when none of them holds an escape; ok is false for anything
-// else, which encoding/json then reads. Every replay decodes them, and
-// encoding/json's reflection was a third of a replay's allocations.
-func decodeHeaders(stored []byte) (map[string]string, bool) {
+// WriteHeaders sets the response's headers in h under their canonical
+// names, their values sharing one allocation.
+func (r *Response) WriteHeaders(h http.Header) {
+	set := func(values []string, name string) {
+		h[http.CanonicalHeaderKey(name)] = values[len(values)-1 : len(values) : len(values)]
+	}
+	if r.stored == nil {
+		values := make([]string, 0, len(r.Headers))
+		for name, value := range r.Headers {
+			values = append(values, value)
+			set(values, name)
+		}
+		return
+	}
+	b := string(r.stored) // one copy, which every name and value slices
+	values := make([]string, 0, bytes.Count(r.stored, []byte{'"'})/4)
+	eachStoredHeader(r.stored, func(name, nameEnd, value, valueEnd int) {
+		values = append(values, b[value:valueEnd])
+		set(values, b[name:nameEnd])
+	})
+}
+
+// eachStoredHeader reads stored response headers as Postgres gives back the
+// jsonb they were stored as (a flat object of strings, a space after each
+// colon and comma) when none of them holds an escape, calling fn with the
+// bounds of each name and value; it reports false, having called fn for
+// none or some, for anything else, which encoding/json then reads.
+func eachStoredHeader(stored []byte, fn func(name, nameEnd, value, valueEnd int)) bool {
 	if len(stored) < 2 || stored[0] != '{' || bytes.IndexByte(stored, '\\') >= 0 {
-		return nil, false
+		return false
 	}
-	h := make(map[string]string, 4)
 	if string(stored) == "{}" {
-		return h, true
+		return true
 	}
-	b := string(stored)                      // one copy, which every name and value slices
-	str := func(i int) (string, int, bool) { // the string literal at b[i:], and what follows
-		if i < len(b) && b[i] == ' ' {
+	str := func(i int) (start, end int, ok bool) { // the string literal at stored[i:]
+		if i < len(stored) && stored[i] == ' ' {
 			i++
 		}
-		if i >= len(b) || b[i] != '"' {
-			return "", 0, false
+		if i >= len(stored) || stored[i] != '"' {
+			return 0, 0, false
 		}
-		end := strings.IndexByte(b[i+1:], '"')
-		if end < 0 {
-			return "", 0, false
-		}
-		return b[i+1 : i+1+end], i + end + 2, true
+		n := bytes.IndexByte(stored[i+1:], '"')
+		return i + 1, i + 1 + n, n >= 0
 	}
 	for i := 1; ; {
-		name, next, ok := str(i)
-		if !ok || next >= len(b) || b[next] != ':' {
-			return nil, false
+		name, nameEnd, ok := str(i)
+		if !ok || nameEnd+1 >= len(stored) || stored[nameEnd+1] != ':' {
+			return false
 		}
-		value, next, ok := str(next + 1)
-		if !ok || next >= len(b) {
-			return nil, false
+		value, valueEnd, ok := str(nameEnd + 2)
+		if !ok || valueEnd+1 >= len(stored) {
+			return false
 		}
-		h[name] = value
-		switch b[next] {
+		switch stored[valueEnd+1] {
 		case ',':
-			i = next + 1
+			i = valueEnd + 2
 		case '}':
-			return h, next == len(b)-1
+			if valueEnd+2 != len(stored) {
+				return false
+			}
+			fn(name, nameEnd, value, valueEnd)
+			return true
 		default:
-			return nil, false
+			return false
 		}
+		fn(name, nameEnd, value, valueEnd)
 	}
 }
