@@ -20,13 +20,14 @@
 //   - the replay ceiling: pgbench running bench/pgbench/replay.sql, the one
 //     indexed lookup a replay needs.
 //
-// At TargetConns, where the targets are judged, each judged pair runs twice
-// in ABBA order (judged.go): after the fresh-payment ceiling the service's
-// fresh payments and then the bare's once more, and the replays as service,
-// bare, bare, service. Each side's two runs are read as one Load (combine):
-// the requests answered inside both windows over the sum of the windows,
-// p50 and p99 over both runs' latencies together, the counts summed, and
-// each run's own throughput kept in Load.Runs for the report. Every other
+// At TargetConns, where the targets are judged, each judged pair runs
+// JudgedRuns times, in ABBA order twice over (judged.go): after the
+// fresh-payment ceiling the fresh pair three times more, the service first
+// in every other one, and the replays as service, bare, bare, service, and
+// again. Each side's runs are read as one Load (combine): the requests
+// answered inside all its windows over the sum of the windows, p50 and p99
+// over all its runs' latencies together, the counts summed, and each run's
+// own throughput kept in Load.Runs for the report. Every other
 // connection count, the slow-processor point and the filled point run each
 // side once.
 //

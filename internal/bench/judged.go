@@ -11,13 +11,17 @@ import (
 // On a machine of two cores, single runs of the same code drift by 5 to 8%
 // from one to the next, and a pair run in a fixed order hands that drift,
 // and whatever the first run leaves the second, to one side. So at
-// TargetConns, where the targets are judged, each pair runs twice in ABBA
-// order and each side's two runs are read as one (combine): the fresh
-// payments as bare, service, then service, bare; the replays as service,
-// bare, bare, service. A drift that is steady over the four runs weighs on
-// both sides alike, and each side runs once first and once second. Every
-// other connection count, the slow-processor point and the filled point
-// run each side once.
+// TargetConns, where the targets are judged, each side runs JudgedRuns
+// times in ABBA order, twice over, and its runs are read as one (combine):
+// the fresh payments as bare, service, service, bare, bare, service,
+// service, bare; the replays as service, bare, bare, service, and again. A
+// drift that is steady over the runs weighs on both sides alike, and each
+// side runs first as often as second. Every other connection count, the
+// slow-processor point and the filled point run each side once.
+
+// JudgedRuns is the number of runs of each side of a pair judged at
+// TargetConns: even, so that each side runs first in half the pairs.
+const JudgedRuns = 4
 
 // serviceRun runs a scenario against the service after a vacuum, with the
 // statements it ran added to sum.
@@ -56,40 +60,55 @@ func (m *measurer) bareRun(ctx context.Context, sc Scenario) (measured, error) {
 }
 
 // abba completes a pair whose two sides have run once each, a then b. At
-// TargetConns it runs them once more in reverse order, b's side (againB)
-// then a's (againA), and returns each side's two runs combined, in the
+// TargetConns it runs the pair JudgedRuns-1 times more, b's side (againB)
+// first in every other one, and returns each side's runs combined, in the
 // order the sides were given; at any other connection count it returns
 // the single runs.
 func (m *measurer) abba(a, b measured, againA, againB func() (measured, error)) (Load, Load, error) {
 	if m.conns != TargetConns {
 		return a.Load, b.Load, nil
 	}
-	logf(m.cfg.Log, "  the pair once more, in reverse order (ABBA):")
-	b2, err := againB()
-	if err != nil {
-		return Load{}, Load{}, err
+	as, bs := []measured{a}, []measured{b}
+	for pair := 1; pair < JudgedRuns; pair++ {
+		reversed := pair%2 == 1
+		first, second, order := againA, againB, "in order"
+		if reversed {
+			first, second, order = againB, againA, "in reverse order"
+		}
+		logf(m.cfg.Log, "  the pair again (%d of %d), %s:", pair+1, JudgedRuns, order)
+		x, err := first()
+		if err != nil {
+			return Load{}, Load{}, err
+		}
+		y, err := second()
+		if err != nil {
+			return Load{}, Load{}, err
+		}
+		if reversed {
+			x, y = y, x
+		}
+		as, bs = append(as, x), append(bs, y)
 	}
-	a2, err := againA()
-	if err != nil {
-		return Load{}, Load{}, err
-	}
-	combinedA, combinedB := combine(a, a2), combine(b, b2)
+	combinedA, combinedB := combine(as...), combine(bs...)
 	for _, side := range []struct {
 		name string
 		load Load
 	}{{a.name, combinedA}, {b.name, combinedB}} {
-		logf(m.cfg.Log, "  %-15s %8.1f/s  p50 %7.2f ms  p99 %7.2f ms  two runs combined (%s/s)",
-			side.name, side.load.Throughput, side.load.P50, side.load.P99, runList(side.load.Runs))
+		logf(m.cfg.Log, "  %-15s %8.1f/s  p50 %7.2f ms  p99 %7.2f ms  %d runs combined (%s/s)",
+			side.name, side.load.Throughput, side.load.P50, side.load.P99, len(side.load.Runs), runList(side.load.Runs))
 	}
 	return combinedA, combinedB, nil
 }
 
 // runList is the throughputs of a combined Load's runs, in the order they
-// ran: "913 and 925".
+// ran: "913, 880, 902 and 925".
 func runList(runs []float64) string {
 	parts := make([]string, len(runs))
 	for i, v := range runs {
 		parts[i] = fmt.Sprintf("%.0f", v)
 	}
-	return strings.Join(parts, " and ")
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }

@@ -57,7 +57,7 @@ func fillSection(b *strings.Builder, r *Results) {
 	w("are not preceded by a vacuum: they meet the dead rows that the reaper and each other leave, as a service\n")
 	w("does between autovacuums, which at this size come once a fifth of a table has changed; each replay run is.\n")
 	if r.abba() {
-		w("Each is a single run; the empty database's figures beside them are the judged point's, two runs a side\n")
+		w("Each is a single run; the empty database's figures beside them are the judged point's, %d runs a side\n", JudgedRuns)
 		w("in ABBA order read as one (see the method below).\n")
 	}
 	w("\n")

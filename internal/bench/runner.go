@@ -163,11 +163,11 @@ func (m *measurer) ceiling(ctx context.Context, script string) (Ceiling, error) 
 // The service's fresh run is bracketed by settled readings of the counters
 // (see Settle); the bare's runs before the first of them, with the emulator
 // filling most of the wait, so its commits never blur the service's. At
-// TargetConns each pair the targets judge runs twice, in ABBA order (abba):
-// the fresh pair once more in reverse, the service then the bare, after the
-// fresh.sql ceiling and its calibration, so outside the commit accounting,
-// which reads the first service run alone; the replays as service, bare,
-// bare, service. It adds the statements of the service's runs to the sums,
+// TargetConns each pair the targets judge runs JudgedRuns times, in ABBA
+// order twice over (abba): the fresh pair again after the fresh.sql ceiling
+// and its calibration, so outside the commit accounting, which reads the
+// first service run alone; the replays as service, bare, bare, service, and
+// again. It adds the statements of the service's runs to the sums,
 // and returns the profiles taken at TargetConns when profiling: the
 // service's, and the bare's during its own runs of the same scenarios.
 func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum snapshot) (Point, []Profile, error) {

@@ -19,11 +19,12 @@ func Tables(r *Results) string {
 		w("| %s | %s | %s |\n", t.Name, t.Measured, mark(t.Met))
 	}
 	if r.abba() {
-		w("\nAt %d connections the service's and the bare service's figures are each **two runs in ABBA order**, read\n", TargetConns)
-		w("as one: fresh payments bare, service, service, bare; replays service, bare, bare, service. Throughput is\n")
-		w("the requests answered inside both windows over the sum of the windows, p50 and p99 are over both runs'\n")
-		w("requests together, and the counts are summed; each run's own throughput is in the targets above. The\n")
-		w("other connection counts, the slow processor and the filled point are one run a side.\n")
+		w("\nAt %d connections the service's and the bare service's figures are each **%d runs in ABBA order twice\n", TargetConns, JudgedRuns)
+		w("over**, read as one: fresh payments bare, service, service, bare, and again; replays service, bare, bare,\n")
+		w("service, and again. Throughput is the requests answered inside all of a side's windows over the sum of\n")
+		w("its windows, p50 and p99 are over all its runs' requests together, and the counts are summed; each run's\n")
+		w("own throughput is in the targets above. The other connection counts, the slow processor and the filled\n")
+		w("point are one run a side.\n")
 	}
 
 	w("\n### Fresh payments (POST /payments, a new Idempotency-Key each)\n\n")

@@ -129,17 +129,17 @@ func TestJudgedPairsShowTheirRuns(t *testing.T) {
 	require.NotContains(t, Markdown(r, "bench.svg"), "ABBA")
 
 	p := &r.Points[2] // 32 connections
-	p.Fresh.Runs, p.BareFresh.Runs = []float64{370, 390}, []float64{410, 390}
+	p.Fresh.Runs, p.BareFresh.Runs = []float64{370, 390, 380, 380}, []float64{410, 390, 400, 400}
 	p.Replay.Runs, p.BareReplay.Runs = []float64{3700, 3900}, []float64{4100, 3900}
-	require.Equal(t, "95% (380 of 400 payments/s); runs (ABBA): service 370 and 390, bare 410 and 390",
+	require.Equal(t, "95% (380 of 400 payments/s); runs (ABBA): service 370, 390, 380 and 380, bare 410, 390, 400 and 400",
 		find(t, r, "fresh payments ≥ 90% of the bare").Measured)
 	require.Equal(t, "95% (3800 of 4000 requests/s); runs (ABBA): service 3700 and 3900, bare 4100 and 3900",
 		find(t, r, "replays ≥ 90% of the bare").Measured)
 	require.Equal(t, "95% (361 of 380 payments/s)", find(t, r, "fresh payments with", "keys filled").Measured)
-	require.Contains(t, Tables(r), "figures are each **two runs in ABBA order**")
+	require.Contains(t, Tables(r), "figures are each **4 runs in ABBA order twice\nover**")
 	md := Markdown(r, "bench.svg")
-	require.Contains(t, md, "runs each pair twice in ABBA order")
-	require.Contains(t, md, "two runs a side\nin ABBA order")
+	require.Contains(t, md, "runs each pair 4 times, in ABBA order twice over")
+	require.Contains(t, md, "4 runs a side\nin ABBA order")
 
 	path := filepath.Join(t.TempDir(), "results.json")
 	require.NoError(t, r.Save(path))
