@@ -122,15 +122,19 @@ func FreeText(max int) func(string) bool {
 // but a single object and any member named twice (encoding/json would keep
 // the last one silently, so two parsers could disagree on the request).
 //
-// Most bodies are a valid object whose member names need no unescaping:
-// splitObject reads those without allocating per token. Anything else goes
-// to the token-by-token reading, which says what is wrong. Either adds the
-// members to m, which must be empty.
+// Most bodies are an object of scalar members, which splitFlat reads and
+// checks in one pass; most others are valid JSON objects whose member names
+// need no unescaping, which splitObject reads once encoding/json has
+// checked them. Neither allocates per member. Anything else goes to the
+// token-by-token reading, which says what is wrong. Each adds the members to
+// m, which must be empty, and leaves it empty when it gives up.
 func objectMembers(body []byte, m *members) error {
-	if splitObject(body, m) {
-		return nil
+	for _, split := range [...]func([]byte, *members) bool{splitFlat, splitObject} {
+		if split(body, m) {
+			return nil
+		}
+		m.list, m.index = m.list[:0], nil
 	}
-	m.list, m.index = m.list[:0], nil
 	return readMembers(body, m)
 }
 
