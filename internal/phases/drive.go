@@ -2,7 +2,6 @@ package phases
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -214,7 +213,7 @@ func (e *Engine) fence(ctx context.Context, tx pgx.Tx, run *Run, start RecoveryP
 	switch {
 	case resp != nil:
 		var headers []byte
-		if headers, err = json.Marshal(resp.Headers); err != nil {
+		if headers, err = resp.headersJSON(); err != nil {
 			return fmt.Errorf("error encoding response headers: %w", err)
 		}
 		rows, err = e.queries.IdempotencyKeyFinish(ctx, tx, &dbsqlc.IdempotencyKeyFinishParams{

@@ -54,3 +54,17 @@ func TestStoredHeadersAreWrittenAsEncodingJSONReadsThem(t *testing.T) {
 	_, err = replay(&keyState{ResponseCode: 201, ResponseHeaders: []byte(`{"a":1}`)})
 	require.Error(t, err, "stored headers that are not strings")
 }
+
+// TestAReplayedResponseIsStoredWithItsHeaders: a replayed answer stored
+// again keeps its headers, though it holds them as stored, not in Headers.
+func TestAReplayedResponseIsStoredWithItsHeaders(t *testing.T) {
+	t.Parallel()
+	jsonb := []byte(`{"Location": "/payments/1", "Content-Type": "application/json"}`)
+	got, err := replay(&keyState{ResponseCode: 201, ResponseHeaders: jsonb})
+	require.NoError(t, err)
+	stored, err := got.Response.headersJSON()
+	require.NoError(t, err)
+	var h map[string]string
+	require.NoError(t, json.Unmarshal(stored, &h))
+	require.Equal(t, map[string]string{"Location": "/payments/1", "Content-Type": "application/json"}, h)
+}

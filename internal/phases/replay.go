@@ -65,6 +65,15 @@ func (r *Response) WriteHeaders(h http.Header) {
 	})
 }
 
+// headersJSON is the response's headers as a key stores them: as they were
+// stored already when the response is a replay.
+func (r *Response) headersJSON() ([]byte, error) {
+	if r.stored != nil {
+		return r.stored, nil
+	}
+	return json.Marshal(r.Headers)
+}
+
 // eachStoredHeader reads stored response headers as Postgres gives back the
 // jsonb they were stored as (a flat object of strings, a space after each
 // colon and comma) when none of them holds an escape, calling fn with the

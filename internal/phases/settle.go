@@ -2,7 +2,6 @@ package phases
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -62,7 +61,7 @@ func (e *Engine) Settle(ctx context.Context, keyID int64, settle Settler) (*Resp
 		if err != nil {
 			return nil, err
 		}
-		headers, err := json.Marshal(resp.Headers)
+		headers, err := resp.headersJSON()
 		if err != nil {
 			return nil, fmt.Errorf("error encoding response headers: %w", err)
 		}
@@ -83,7 +82,7 @@ func (r *Run) lockToken() uuid.NullUUID { return uuid.NullUUID{UUID: r.token, Va
 // webhook). A run still holding the lease then fails its fence and writes
 // nothing. It reports false when the key was finished already.
 func (e *Engine) FinishFromOutside(ctx context.Context, tx pgx.Tx, keyID int64, resp *Response) (bool, error) {
-	headers, err := json.Marshal(resp.Headers)
+	headers, err := resp.headersJSON()
 	if err != nil {
 		return false, fmt.Errorf("error encoding response headers: %w", err)
 	}
