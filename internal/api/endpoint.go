@@ -179,7 +179,9 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	}
 	var from io.Reader = r.Body // net/http reads no more than an announced length
 	if r.ContentLength < 0 || r.ContentLength > MaxBodyBytes {
-		from = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		// The connection's own writer, which MaxBytesReader tells to close
+		// the connection once the limit is hit.
+		from = http.MaxBytesReader(unwrap(w), r.Body, MaxBodyBytes)
 	}
 	body, err := readAll(from, r.ContentLength)
 	if err != nil {
@@ -213,9 +215,9 @@ func readAll(r io.Reader, length int64) ([]byte, error) {
 	buf := make([]byte, length+1) // one more, to see the end
 	n, err := io.ReadFull(r, buf)
 	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.ErrUnexpectedEOF) && int64(n) == length:
 		return buf[:n], nil
-	case err != nil:
+	case err != nil: // a body that ends before its announced length too
 		return nil, err
 	}
 	// More than announced: the server refuses that itself, but be safe.

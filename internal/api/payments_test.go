@@ -1,8 +1,10 @@
 package api_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -281,8 +283,9 @@ func TestValidationErrorsAreNotStored(t *testing.T) {
 }
 
 // postChunked posts a payment whose body is sent in chunks, without a
-// Content-Length: the server learns its size only by reading it.
-func postChunked(t *testing.T, svc *testutil.Service, apiKey, idemKey, body string) *testutil.Response {
+// Content-Length: the server learns its size only by reading it. closed
+// says whether the server closes the connection after answering.
+func postChunked(t *testing.T, svc *testutil.Service, apiKey, idemKey, body string) (resp *testutil.Response, closed bool) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, svc.URL+"/payments", io.MultiReader(strings.NewReader(body)))
 	require.NoError(t, err)
@@ -290,7 +293,26 @@ func postChunked(t *testing.T, svc *testutil.Service, apiKey, idemKey, body stri
 	req.Header.Set("Authorization", "Bearer "+apiKey)
 	req.Header.Set("Idempotency-Key", idemKey)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := svc.Client.Do(req)
+	r, err := svc.Client.Do(req)
+	require.NoError(t, err)
+	defer r.Body.Close()
+	b, err := io.ReadAll(r.Body)
+	require.NoError(t, err)
+	return &testutil.Response{Status: r.StatusCode, Header: r.Header, Body: b}, r.Close
+}
+
+// postTruncated posts a payment whose body ends before the length it
+// announces: the client sends it, then stops sending, and reads the answer.
+func postTruncated(t *testing.T, svc *testutil.Service, apiKey, idemKey, body string) *testutil.Response {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(svc.URL, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "POST /payments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nIdempotency-Key: %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", apiKey, idemKey, len(body)+10, body)
+	require.NoError(t, err)
+	require.NoError(t, conn.(*net.TCPConn).CloseWrite())
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -311,8 +333,11 @@ func TestAuthAndMediaType(t *testing.T) {
 		http.StatusUnsupportedMediaType, "unsupported-media-type")
 	requireProblem(t, svc.PostPayment(t, apiKey, "k", `{"amount":1,"currency":"usd","payment_method":"pm_card_visa","description":"`+
 		strings.Repeat("x", 1<<20)+`"}`), http.StatusRequestEntityTooLarge, "request-too-large")
-	requireProblem(t, postChunked(t, svc, apiKey, "k", `{"amount":1,"currency":"usd","payment_method":"pm_card_visa","description":"`+
-		strings.Repeat("x", 1<<20)+`"}`), http.StatusRequestEntityTooLarge, "request-too-large")
+	tooLarge, closed := postChunked(t, svc, apiKey, "k", `{"amount":1,"currency":"usd","payment_method":"pm_card_visa","description":"`+
+		strings.Repeat("x", 1<<20)+`"}`)
+	requireProblem(t, tooLarge, http.StatusRequestEntityTooLarge, "request-too-large")
+	require.True(t, closed, "the rest of the body is not read: the connection closes")
+	requireProblem(t, postTruncated(t, svc, apiKey, "k", visa), http.StatusBadRequest, "invalid-request")
 	requireProblem(t, svc.Do(t, http.MethodDelete, "/payments", "", "Authorization", "Bearer "+apiKey),
 		http.StatusMethodNotAllowed, "method-not-allowed")
 	require.Empty(t, svc.Stripe.PaymentIntents())

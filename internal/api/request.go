@@ -108,10 +108,14 @@ type statusWriter struct {
 	status int
 }
 
-// WriteHeader records the first final status written (an informational
-// 1xx precedes one).
+// WriteHeader writes and records the first final status (an informational
+// 1xx precedes one); a later one is dropped, as net/http would drop it
+// after logging it as superfluous.
 func (w *statusWriter) WriteHeader(status int) {
-	if w.status == 0 && status >= http.StatusOK {
+	if w.status != 0 {
+		return
+	}
+	if status >= http.StatusOK {
 		w.status = status
 	}
 	w.ResponseWriter.WriteHeader(status)
@@ -135,3 +139,11 @@ func (w *statusWriter) Status() int {
 
 // Unwrap is the connection's writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// unwrap is the connection's own writer under w.
+func unwrap(w http.ResponseWriter) http.ResponseWriter {
+	if sw, ok := w.(*statusWriter); ok {
+		return sw.ResponseWriter
+	}
+	return w
+}
