@@ -36,7 +36,7 @@ func (s *Server) accessLog(routes chi.Router) http.Handler {
 		}
 		took := time.Since(start)
 		status := st.writer.Status()
-		s.metrics.HTTPRequests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
+		s.metrics.HTTPRequests.WithLabelValues(route, methodLabel(r.Method), strconv.Itoa(status)).Inc()
 		s.metrics.HTTPDuration.WithLabelValues(route).Observe(took.Seconds())
 		zerolog.Ctx(r.Context()).Info().
 			Str("method", r.Method).
@@ -46,6 +46,18 @@ func (s *Server) accessLog(routes chi.Router) http.Handler {
 			Dur("duration", took).
 			Msg("request")
 	})
+}
+
+// methodLabel is a request's method as the metrics label it: a method of
+// HTTP's own, or "other", so that a client inventing methods cannot add a
+// series for each.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
 
 // recoverPanic turns a panic into a generic 500 problem and logs it.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -43,6 +44,9 @@ func TestMetricsExposeOutcomes(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, svc.PostPayment(t, apiKey, "m1", `{"amount":1,"currency":"usd","payment_method":"pm_card_visa"}`).Status)
 	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500})
 	require.Equal(t, http.StatusServiceUnavailable, svc.PostPayment(t, apiKey, "m2", visa).Status)
+	for i := range 3 { // methods no route serves: one series, however many there are
+		require.Equal(t, http.StatusMethodNotAllowed, svc.Do(t, fmt.Sprint("M", i), "/payments", "").Status)
+	}
 
 	resp := svc.Do(t, http.MethodGet, "/metrics", "")
 	require.Equal(t, http.StatusOK, resp.Status)
@@ -53,6 +57,7 @@ func TestMetricsExposeOutcomes(t *testing.T) {
 		`paymentsd_idempotency_outcomes_total{flow="payment",outcome="key_reused"} 1`,
 		`paymentsd_idempotency_outcomes_total{flow="payment",outcome="ambiguous"} 1`,
 		`paymentsd_http_requests_total{method="POST",route="/payments",status="201"} 2`,
+		`paymentsd_http_requests_total{method="other",route="unmatched",status="405"} 3`,
 		`paymentsd_phase_duration_seconds_count{kind="call",recovery_point="payment_created"} 2`,
 		`paymentsd_phase_duration_seconds_count{kind="tx",recovery_point="finished"} 1`,
 		`paymentsd_unfinished_keys 1`,
