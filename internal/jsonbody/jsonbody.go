@@ -30,6 +30,11 @@ type Object struct {
 	errs    []problem.FieldError
 }
 
+// maxUnknown is the number of unknown members an answer names one by one:
+// a body of a hundred thousand of them gets a short answer, not one five
+// times its size.
+const maxUnknown = 20
+
 // Parse splits body into members, refusing a member not in known. A nil
 // Object comes with the problem that stopped it.
 func Parse(body []byte, known ...string) (*Object, []problem.FieldError) {
@@ -41,10 +46,17 @@ func Parse(body []byte, known ...string) (*Object, []problem.FieldError) {
 	if err := objectMembers(body, &o.members); err != nil {
 		return nil, []problem.FieldError{{Pointer: "", Detail: err.Error()}}
 	}
+	unknown := 0
 	for _, m := range o.members.list {
-		if !slices.Contains(known, m.name) {
+		if slices.Contains(known, m.name) {
+			continue
+		}
+		if unknown++; unknown <= maxUnknown {
 			o.errs = append(o.errs, problem.FieldError{Pointer: "/" + escapePointer(m.name), Detail: "unknown member"})
 		}
+	}
+	if unknown > maxUnknown {
+		o.errs = append(o.errs, problem.FieldError{Pointer: "", Detail: fmt.Sprintf("%d more unknown members", unknown-maxUnknown)})
 	}
 	return o, nil
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/paymentsd/paymentsd/internal/problem"
 )
 
 // TestMembersPastTheIndexThreshold checks lookups and duplicates on both
@@ -43,4 +45,24 @@ func TestParseNamesADuplicateAmongManyMembers(t *testing.T) {
 	require.Nil(t, o)
 	require.Len(t, errs, 1)
 	require.Equal(t, `member "m40" appears more than once`, errs[0].Detail)
+}
+
+// TestParseNamesAFewUnknownMembers: a body of many unknown members gets
+// maxUnknown of them named and a count of the rest.
+func TestParseNamesAFewUnknownMembers(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString(`{"known":1`)
+	for i := range 1000 {
+		fmt.Fprintf(&b, `,"u%d":%d`, i, i)
+	}
+	b.WriteString("}")
+	o, errs := Parse([]byte(b.String()), "known")
+	require.Nil(t, errs)
+	got := o.Errors()
+	require.Len(t, got, maxUnknown+1)
+	require.Equal(t, problem.FieldError{Pointer: "", Detail: "980 more unknown members"}, got[0])
+	for _, e := range got[1:] {
+		require.Equal(t, "unknown member", e.Detail, e.Pointer)
+	}
 }
