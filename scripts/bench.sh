@@ -14,8 +14,9 @@
 #   BENCH_WRITE=1       write BENCHMARKS.md and docs/bench.svg in the repository
 #   BENCH_PROFILE=1     serve the service's Go profiles (PAYMENTSD_PPROF_ADDR)
 #                       and the bare service's (paymentsd-bare -pprof) and,
-#                       during their fresh and replay runs at 32
-#                       connections, fetch a CPU profile of the window and
+#                       in fresh and replay runs of their own at 32
+#                       connections, after the judged ones and not judged,
+#                       fetch a CPU profile of the window and
 #                       its allocations (the service's blocking too; saved
 #                       in .tmp/bench/profiles/); the report summarizes them
 #                       and reads the service's CPU per request against the

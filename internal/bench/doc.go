@@ -35,9 +35,10 @@
 // fixed latency while the service, then the bare service, keep payments in
 // flight. The targets (targets.go) are ratios to the bare service; the
 // shares of the pgbench ceilings are reported beside them. With a Profiler,
-// the service's fresh and replay runs at TargetConns are profiled too, and
-// with a BareProfiler the bare service's own runs of the same scenarios:
-// the report reads the service's CPU and allocations per request against
+// the service runs fresh payments and replays once more at TargetConns, in
+// runs of their own that the targets do not read, while it is profiled, and
+// with a BareProfiler the bare service's own runs of the same scenarios
+// (profiledRuns): the report reads the service's CPU and allocations per request against
 // the bare's, the CPU by bucket of where it goes (profile_compare.go).
 //
 // # Commits per payment
