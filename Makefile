@@ -69,6 +69,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/idempotency
 	$(GO) test -run '^$$' -fuzz '^FuzzFingerprint$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/idempotency
 	$(GO) test -run '^$$' -fuzz '^FuzzAlreadyCanonical$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/idempotency
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/idempotency
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeParams$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/phases/payments
 	$(GO) test -run '^$$' -fuzz '^FuzzSplitObject$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./internal/jsonbody
 

@@ -142,10 +142,6 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 		return errors.New("no filled key to replay")
 	}
 	f.ReplayKeys = len(reqs)
-	// One pass over the keys the replays will read, unmeasured, through the
-	// bare service: the fill's writes and CHECKPOINT left the cache cold,
-	// and the first of the runs would otherwise pay for warming it for the
-	// others.
 	t0 := time.Now()
 	if f.Prewarm, err = PrewarmHotIndexes(ctx, cfg.BenchURL); err != nil {
 		return err
@@ -155,11 +151,6 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 	} else {
 		logf(cfg.Log, "  prewarmed the hot indexes (%s) in %s", formatBytes(f.Prewarm.Bytes), time.Since(t0).Round(time.Millisecond))
 	}
-	t0 = time.Now()
-	if err := warm(ctx, cfg.BareURL, reqs, f.Conns); err != nil {
-		return err
-	}
-	logf(cfg.Log, "  read the %d filled keys once through the bare service, unmeasured, in %s", len(reqs), time.Since(t0).Round(time.Millisecond))
 
 	before, err := ReadReaper(ctx, cfg.BenchURL, cfg.KeyRetention, tombstoneRetention)
 	if err != nil {
@@ -183,16 +174,25 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 		}
 		f.FreshCeiling = &c
 	}
-	if err := m.vacuum(ctx); err != nil {
+	// Before each replay run, a vacuum and one pass over the keys the
+	// replays read, unmeasured, through the bare service: the fill and the
+	// fresh runs left most of their pages out of the cache, and the first
+	// replay run would otherwise pay for warming it for the second.
+	replays := func(name, base string) (Load, error) {
+		if err := m.vacuum(ctx); err != nil {
+			return Load{}, err
+		}
+		t0 := time.Now()
+		if err := warm(ctx, cfg.BareURL, reqs, f.Conns); err != nil {
+			return Load{}, err
+		}
+		logf(cfg.Log, "  read the %d filled keys once through the bare service, unmeasured, in %s", len(reqs), time.Since(t0).Round(time.Millisecond))
+		return m.load(ctx, FilledReplayScenario(name, base, reqs))
+	}
+	if f.Replay, err = replays("service replays", cfg.ServiceURL); err != nil {
 		return err
 	}
-	if f.Replay, err = m.load(ctx, FilledReplayScenario("service replays", cfg.ServiceURL, reqs)); err != nil {
-		return err
-	}
-	if err := m.vacuum(ctx); err != nil {
-		return err
-	}
-	if f.BareReplay, err = m.load(ctx, FilledReplayScenario("bare replays", cfg.BareURL, reqs)); err != nil {
+	if f.BareReplay, err = replays("bare replays", cfg.BareURL); err != nil {
 		return err
 	}
 	after, err := ReadReaper(ctx, cfg.BenchURL, cfg.KeyRetention, tombstoneRetention)

@@ -40,8 +40,9 @@ func fillSection(b *strings.Builder, r *Results) {
 	w("minute) so that its reaper runs several times during the filled runs. Fresh payments use random UUIDv4\n")
 	w("keys, as on the empty database, so each lands on a random page of the full unique index; replays cycle over\n")
 	w("**%s filled keys** spread evenly over the whole index (payments and refunds, stored 201 or 402) rather\n", formatCount(int64(f.ReplayKeys)))
-	w("than the %d hot keys per user of the empty runs; they were read once through the bare service before the\n", r.ReplayKeys)
-	w("runs, unmeasured, so that no run pays alone for the cache the fill left cold. ")
+	w("than the %d hot keys per user of the empty runs; right before each replay run they were read once through\n", r.ReplayKeys)
+	w("the bare service, unmeasured, so that neither run pays alone for the cache the fill and the fresh runs left\n")
+	w("cold (the first replay run did, before, and the second found its keys hot). ")
 	if p := f.Prewarm; p.Skipped == "" {
 		w("The fill builds its indexes behind\n")
 		w("the buffer pool's back, while a service that has been taking payments holds the indexes each payment\n")
