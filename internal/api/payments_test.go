@@ -295,10 +295,7 @@ func postChunked(t *testing.T, svc *testutil.Service, apiKey, idemKey, body stri
 	req.Header.Set("Content-Type", "application/json")
 	r, err := svc.Client.Do(req)
 	require.NoError(t, err)
-	defer r.Body.Close()
-	b, err := io.ReadAll(r.Body)
-	require.NoError(t, err)
-	return &testutil.Response{Status: r.StatusCode, Header: r.Header, Body: b}, r.Close
+	return testutil.ReadResponse(t, r), r.Close
 }
 
 // postTruncated posts a payment whose body ends before the length it
@@ -314,10 +311,7 @@ func postTruncated(t *testing.T, svc *testutil.Service, apiKey, idemKey, body st
 	require.NoError(t, conn.(*net.TCPConn).CloseWrite())
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return &testutil.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return testutil.ReadResponse(t, resp)
 }
 
 func TestAuthAndMediaType(t *testing.T) {

@@ -140,10 +140,11 @@ func (w *statusWriter) Status() int {
 // Unwrap is the connection's writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// unwrap is the connection's own writer under w.
+// unwrap is the writer under w, by the Unwrap that http.ResponseController
+// follows too; w itself when it wraps none.
 func unwrap(w http.ResponseWriter) http.ResponseWriter {
-	if sw, ok := w.(*statusWriter); ok {
-		return sw.ResponseWriter
+	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
+		return u.Unwrap()
 	}
 	return w
 }

@@ -221,6 +221,12 @@ func (s *Service) Do(t testing.TB, method, path, body string, headers ...string)
 	if err != nil {
 		t.Fatalf("error sending %s %s: %v", method, path, err)
 	}
+	return ReadResponse(t, resp)
+}
+
+// ReadResponse reads resp whole and closes its body.
+func ReadResponse(t testing.TB, resp *http.Response) *Response {
+	t.Helper()
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
