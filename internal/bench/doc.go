@@ -27,9 +27,9 @@
 // again. Each side's runs are read as one Load (combine): the requests
 // answered inside all its windows over the sum of the windows, p50 and p99
 // over all its runs' latencies together, the counts summed, and each run's
-// own throughput kept in Load.Runs for the report. Every other
-// connection count, the slow-processor point and the filled point run each
-// side once.
+// own throughput kept in Load.Runs for the report. The filled point's
+// pairs run so too; every other connection count and the slow-processor
+// point run each side once.
 //
 // Then one slow-processor point: the emulator answers every create after a
 // fixed latency while the service, then the bare service, keep payments in

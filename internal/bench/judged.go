@@ -16,8 +16,9 @@ import (
 // the fresh payments as bare, service, service, bare, bare, service,
 // service, bare; the replays as service, bare, bare, service, and again. A
 // drift that is steady over the runs weighs on both sides alike, and each
-// side runs first as often as second. Every other connection count, the
-// slow-processor point and the filled point run each side once.
+// side runs first as often as second. The filled point's pairs run so too
+// (RunFilled); every other connection count and the slow-processor point
+// run each side once.
 
 // JudgedRuns is the number of runs of each side of a pair judged at
 // TargetConns: even, so that each side runs first in half the pairs.
@@ -57,6 +58,19 @@ func (m *measurer) bareRun(ctx context.Context, sc Scenario) (measured, error) {
 	}
 	m.watcher.Touched()
 	return s, nil
+}
+
+// firstPair runs a pair's first runs, a then b, and completes it (abba).
+func (m *measurer) firstPair(a, b func() (measured, error)) (Load, Load, error) {
+	x, err := a()
+	if err != nil {
+		return Load{}, Load{}, err
+	}
+	y, err := b()
+	if err != nil {
+		return Load{}, Load{}, err
+	}
+	return m.abba(x, y, a, b)
 }
 
 // abba completes a pair whose two sides have run once each, a then b. At

@@ -53,13 +53,26 @@ func fillSection(b *strings.Builder, r *Results) {
 		w("The indexes each payment touches at a random\n")
 		w("page were not prewarmed (%s): the fresh runs read them cold. ", p.Skipped)
 	}
-	w("The runs, in order: bare\n")
-	w("fresh, service fresh, fresh.sql, service replays, bare replays. Unlike the empty database's, the fresh runs\n")
-	w("are not preceded by a vacuum: they meet the dead rows that the reaper and each other leave, as a service\n")
-	w("does between autovacuums, which at this size come once a fifth of a table has changed; each replay run is.\n")
-	if r.abba() {
-		w("Each is a single run; the empty database's figures beside them are the judged point's, %d runs a side\n", JudgedRuns)
-		w("in ABBA order read as one (see the method below).\n")
+	if f.abba() {
+		w("What the fill leaves is a\n")
+		w("database no service has run on: beyond those indexes, the pages a payment writes (heap pages with the room\n")
+		w("the reaper freed, the tables' and indexes' right edges) are cold, and the fill ends with a checkpoint,\n")
+		w("after which the first write of every page goes into the WAL whole; a service at this size is past both.\n")
+		w("So fresh payments ran once through the bare service and once through the service, unmeasured, before\n")
+		w("the measured runs. Then, as at the judged point, **%d runs a side in ABBA order twice over**, each side's\n", JudgedRuns)
+		w("runs read as one: fresh payments bare, service, service, bare, and again; fresh.sql; replays service,\n")
+		w("bare, bare, service, and again. Unlike the empty database's, the fresh runs are not preceded by a vacuum:\n")
+		w("they meet the dead rows that the reaper and each other leave, as a service does between autovacuums,\n")
+		w("which at this size come once a fifth of a table has changed; each replay run is.\n")
+	} else {
+		w("The runs, in order: bare\n")
+		w("fresh, service fresh, fresh.sql, service replays, bare replays. Unlike the empty database's, the fresh runs\n")
+		w("are not preceded by a vacuum: they meet the dead rows that the reaper and each other leave, as a service\n")
+		w("does between autovacuums, which at this size come once a fifth of a table has changed; each replay run is.\n")
+		if r.abba() {
+			w("Each is a single run; the empty database's figures beside them are the judged point's, %d runs a side\n", JudgedRuns)
+			w("in ABBA order read as one (see the method below).\n")
+		}
 	}
 	w("\n")
 	w("%s\n", FilledTable(r))

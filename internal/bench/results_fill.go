@@ -60,6 +60,13 @@ type Filled struct {
 // Measured reports whether the filled point was measured.
 func (f *Filled) Measured() bool { return f != nil && f.Conns > 0 }
 
+// abba reports whether the filled point's pairs were measured as the
+// judged point's are (measurer.abba); in results saved before that, each
+// side is a single run.
+func (f *Filled) abba() bool {
+	return f.Measured() && (len(f.Fresh.Runs) > 0 || len(f.Replay.Runs) > 0)
+}
+
 // FillMade is what a fill inserted (FillStats).
 type FillMade struct {
 	Keys         int64 `json:"keys"`

@@ -23,8 +23,13 @@ func Tables(r *Results) string {
 		w("over**, read as one: fresh payments bare, service, service, bare, and again; replays service, bare, bare,\n")
 		w("service, and again. Throughput is the requests answered inside all of a side's windows over the sum of\n")
 		w("its windows, p50 and p99 are over all its runs' requests together, and the counts are summed; each run's\n")
-		w("own throughput is in the targets above. The other connection counts, the slow processor and the filled\n")
-		w("point are one run a side.\n")
+		if r.Filled.abba() {
+			w("own throughput is in the targets above. The filled point's pairs ran so too; the other connection\n")
+			w("counts and the slow processor are one run a side.\n")
+		} else {
+			w("own throughput is in the targets above. The other connection counts, the slow processor and the filled\n")
+			w("point are one run a side.\n")
+		}
 	}
 
 	w("\n### Fresh payments (POST /payments, a new Idempotency-Key each)\n\n")

@@ -174,6 +174,8 @@ func filledTargets(r *Results) []Target {
 	default:
 		fresh.Measured, fresh.Met = shareOf(f.Fresh, empty.Fresh, "payments/s", FilledRatio)
 		replay.Measured, replay.Met = shareOf(f.Replay, empty.Replay, "requests/s", FilledRatio)
+		fresh.Measured += filledRuns(f.Fresh)
+		replay.Measured += filledRuns(f.Replay)
 	}
 	if w := f.Window; f.Measured() && w != nil {
 		reaper.Met = f.keepsUp()
@@ -201,6 +203,16 @@ func pairRuns(svc, bare Load) string {
 		return ""
 	}
 	return fmt.Sprintf("; runs (ABBA): service %s, bare %s", runList(svc.Runs), runList(bare.Runs))
+}
+
+// filledRuns is the filled point's runs of the service when they were
+// combined (abba), "; filled runs (ABBA): 700, 690, 720 and 710", and
+// empty for a single run.
+func filledRuns(svc Load) string {
+	if len(svc.Runs) == 0 {
+		return ""
+	}
+	return "; filled runs (ABBA): " + runList(svc.Runs)
 }
 
 // abba reports whether the pairs judged at TargetConns were measured as two

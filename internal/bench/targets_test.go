@@ -121,8 +121,9 @@ func TestEvaluateNotMet(t *testing.T) {
 
 // TestJudgedPairsShowTheirRuns: when the judged point's sides are two runs
 // each, its targets give each run's throughput and the report says how they
-// were read as one; the filled point's, single runs against the combined
-// ones, do not, and results saved before the ABBA runs say nothing of them.
+// were read as one; the filled point's do too once they are combined runs,
+// and not while they are single ones; results saved before the ABBA runs
+// say nothing of them.
 func TestJudgedPairsShowTheirRuns(t *testing.T) {
 	r := sampleFilled()
 	require.NotContains(t, Tables(r), "ABBA")
@@ -140,6 +141,19 @@ func TestJudgedPairsShowTheirRuns(t *testing.T) {
 	md := Markdown(r, "bench.svg")
 	require.Contains(t, md, "runs each pair 4 times, in ABBA order twice over")
 	require.Contains(t, md, "4 runs a side\nin ABBA order")
+	require.Contains(t, Tables(r), "The other connection counts, the slow processor and the filled\npoint are one run a side.")
+
+	f := r.Filled
+	f.Fresh.Runs, f.BareFresh.Runs = []float64{350, 370, 360, 364}, []float64{390, 380, 400, 390}
+	f.Replay.Runs, f.BareReplay.Runs = []float64{3500, 3600, 3700, 3600}, []float64{3900, 3800, 3900, 3800}
+	require.Equal(t, "95% (361 of 380 payments/s); filled runs (ABBA): 350, 370, 360 and 364",
+		find(t, r, "fresh payments with", "keys filled").Measured)
+	require.Contains(t, find(t, r, "replays of filled keys").Measured, "; filled runs (ABBA): 3500, 3600, 3700 and 3600")
+	require.Contains(t, Tables(r), "The filled point's pairs ran so too; the other connection\ncounts and the slow processor are one run a side.")
+	md = Markdown(r, "bench.svg")
+	require.Contains(t, md, "**4 runs a side in ABBA order twice over**")
+	require.Contains(t, md, "fresh payments ran once through the bare service and once through the service, unmeasured")
+	require.NotContains(t, md, "Each is a single run")
 
 	path := filepath.Join(t.TempDir(), "results.json")
 	require.NoError(t, r.Save(path))
