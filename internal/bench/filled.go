@@ -179,7 +179,7 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 		return func() (measured, error) { return m.measure(ctx, FreshScenario(name, base, cfg.Users)) }
 	}
 	bareFresh, serviceFresh := fresh("bare fresh", cfg.BareURL), fresh("service fresh", cfg.ServiceURL)
-	if f.BareFresh, f.Fresh, err = m.firstPair(bareFresh, serviceFresh); err != nil {
+	if f.BareFresh, f.Fresh, err = m.runPair(bareFresh, serviceFresh); err != nil {
 		return err
 	}
 	if cfg.PGBench != nil {
@@ -207,7 +207,7 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 		}
 	}
 	serviceReplays, bareReplays := replays("service replays", cfg.ServiceURL), replays("bare replays", cfg.BareURL)
-	if f.Replay, f.BareReplay, err = m.firstPair(serviceReplays, bareReplays); err != nil {
+	if f.Replay, f.BareReplay, err = m.runPair(serviceReplays, bareReplays); err != nil {
 		return err
 	}
 	after, err := ReadReaper(ctx, cfg.BenchURL, cfg.KeyRetention, tombstoneRetention)

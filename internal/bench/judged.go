@@ -60,8 +60,8 @@ func (m *measurer) bareRun(ctx context.Context, sc Scenario) (measured, error) {
 	return s, nil
 }
 
-// firstPair runs a pair's first runs, a then b, and completes it (abba).
-func (m *measurer) firstPair(a, b func() (measured, error)) (Load, Load, error) {
+// runPair runs a pair's first runs, a then b, and completes it (abba).
+func (m *measurer) runPair(a, b func() (measured, error)) (Load, Load, error) {
 	x, err := a()
 	if err != nil {
 		return Load{}, Load{}, err

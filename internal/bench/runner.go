@@ -286,15 +286,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	bareReplays := func() (measured, error) {
 		return m.bareRun(ctx, ReplayScenario("bare replays", m.cfg.BareURL, m.cfg.Users, m.cfg.ReplayKeys, BareReplayPrefix))
 	}
-	replay, err := serviceReplays()
-	if err != nil {
-		return p, nil, err
-	}
-	bareReplay, err := bareReplays()
-	if err != nil {
-		return p, nil, err
-	}
-	if p.Replay, p.BareReplay, err = m.abba(replay, bareReplay, serviceReplays, bareReplays); err != nil {
+	if p.Replay, p.BareReplay, err = m.runPair(serviceReplays, bareReplays); err != nil {
 		return p, nil, err
 	}
 	if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql"); err != nil {
