@@ -62,8 +62,8 @@ package bench
 // that has served for a year holds a year of them; the fill holds only the
 // ones of its keys (about a day). Their indexes keyed by time or by
 // sequence (ids, user and time) are as cheap to insert into at any size,
-// but those keyed by random values (payments.intent_id and
-// stripe_payment_intent_id, stripe_events.id, refunds' likewise) grow with
+// but those keyed by random values (payments.stripe_payment_intent_id,
+// stripe_events.id, refunds.stripe_refund_id) grow with
 // all of history and touch a random page per insert. Not filled either:
 // unfinished or parked keys (a steady state has a handful), disputes, River
 // jobs (only the periodic completer and reaper jobs are left there in a

@@ -33,9 +33,7 @@ import (
 var randomIndexes = []string{
 	"idempotency_keys_user_id_idempotency_key_key",
 	"payments_stripe_payment_intent_id_key",
-	"payments_intent_id_idx",
 	"refunds_stripe_refund_id_key",
-	"refunds_intent_id_idx",
 	"stripe_events_pkey",
 	"idempotency_key_tombstones_pkey",
 }

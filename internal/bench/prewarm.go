@@ -9,14 +9,13 @@ import (
 
 // HotIndexes are the indexes every fresh payment reads or writes at a
 // random page: its key in the keys' unique index and in the tombstones',
-// its lease token in the index of unfinished keys, its intent and its
-// PaymentIntent in the payments'. Everything else a payment writes lands at
-// the end of its table or index.
+// its lease token in the index of unfinished keys, its PaymentIntent in the
+// payments'. Everything else a payment writes lands at the end of its table
+// or index, or in the small index of payments whose outcome is unknown.
 var HotIndexes = []string{
 	"idempotency_keys_user_id_idempotency_key_key",
 	"idempotency_keys_user_id_lock_token_unfinished_idx",
 	"idempotency_key_tombstones_pkey",
-	"payments_intent_id_idx",
 	"payments_stripe_payment_intent_id_key",
 }
 

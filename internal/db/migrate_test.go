@@ -23,9 +23,9 @@ func TestAnInterruptedIndexBuildIsBuiltAgain(t *testing.T) {
 	provider, sqlDB, err := db.Migrator(pool)
 	require.NoError(t, err)
 	defer sqlDB.Close()
-	res, err := provider.Down(ctx)
+	// Back to before 00016 (and every later migration).
+	_, err = provider.DownTo(ctx, 15)
 	require.NoError(t, err)
-	require.EqualValues(t, 16, res.Source.Version, "the test rolls back 00016; a later migration should move it")
 
 	// What an interrupted CREATE INDEX CONCURRENTLY leaves.
 	for _, stmt := range []string{
