@@ -156,7 +156,12 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 	if err != nil {
 		return err
 	}
-	m := measurer{cfg: Config{BenchURL: cfg.BenchURL, Duration: cfg.Duration, Warmup: cfg.Warmup, PGBench: cfg.PGBench, Scripts: cfg.Scripts, Log: cfg.Log}, conns: f.Conns}
+	statements, status := EnableStatements(ctx, cfg.BenchURL)
+	defer statements.Close(ctx)
+	logf(cfg.Log, "  pg_stat_statements: %s", status)
+	m := measurer{cfg: Config{BenchURL: cfg.BenchURL, Duration: cfg.Duration, Warmup: cfg.Warmup, PGBench: cfg.PGBench, Scripts: cfg.Scripts, Log: cfg.Log},
+		statements: statements, conns: f.Conns}
+	var sums costSums
 	// What the fill leaves is a database no service has run on: beyond the
 	// prewarmed indexes, the pages a payment writes (the heap pages with
 	// the room the reaper freed, the tables' and indexes' right edges) are
@@ -175,25 +180,34 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 	// each other leave, as a service does between autovacuums, which at
 	// this size come once a fifth of a table has changed. Only the
 	// replays, which write nothing, are preceded by one.
-	fresh := func(name, base string) func() (measured, error) {
-		return func() (measured, error) { return m.measure(ctx, FreshScenario(name, base, cfg.Users)) }
+	fresh := func(name, base string, cost *sideCost) func() (measured, error) {
+		return func() (measured, error) { return m.observe(ctx, FreshScenario(name, base, cfg.Users), cost, nil) }
 	}
-	bareFresh, serviceFresh := fresh("bare fresh", cfg.BareURL), fresh("service fresh", cfg.ServiceURL)
+	bareFresh, serviceFresh := fresh("bare fresh", cfg.BareURL, &sums.bareFresh), fresh("service fresh", cfg.ServiceURL, &sums.fresh)
 	if f.BareFresh, f.Fresh, err = m.runPair(bareFresh, serviceFresh); err != nil {
 		return err
 	}
 	if cfg.PGBench != nil {
+		before, err := statements.Snapshot(ctx)
+		if err != nil {
+			return err
+		}
 		c, err := m.ceiling(ctx, "fresh.sql")
 		if err != nil {
 			return err
 		}
+		after, err := statements.Snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		sums.freshSQL.add(before, after, c.Transactions)
 		f.FreshCeiling = &c
 	}
 	// Before each replay run, a vacuum and one pass over the keys the
 	// replays read, unmeasured, through the bare service: the fill and the
 	// fresh runs left most of their pages out of the cache, and the first
 	// replay run would otherwise pay for warming it for the second.
-	replays := func(name, base string) func() (measured, error) {
+	replays := func(name, base string, cost *sideCost) func() (measured, error) {
 		return func() (measured, error) {
 			if err := m.vacuum(ctx); err != nil {
 				return measured{}, err
@@ -203,13 +217,14 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 				return measured{}, err
 			}
 			logf(cfg.Log, "  read the %d filled keys once through the bare service, unmeasured, in %s", len(reqs), time.Since(t0).Round(time.Millisecond))
-			return m.measure(ctx, FilledReplayScenario(name, base, reqs))
+			return m.observe(ctx, FilledReplayScenario(name, base, reqs), cost, nil)
 		}
 	}
-	serviceReplays, bareReplays := replays("service replays", cfg.ServiceURL), replays("bare replays", cfg.BareURL)
+	serviceReplays, bareReplays := replays("service replays", cfg.ServiceURL, &sums.replay), replays("bare replays", cfg.BareURL, &sums.bareReplay)
 	if f.Replay, f.BareReplay, err = m.runPair(serviceReplays, bareReplays); err != nil {
 		return err
 	}
+	f.Costs = sums.costs()
 	after, err := ReadReaper(ctx, cfg.BenchURL, cfg.KeyRetention, tombstoneRetention)
 	if err != nil {
 		return err

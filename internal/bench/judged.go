@@ -24,12 +24,19 @@ import (
 // TargetConns: even, so that each side runs first in half the pairs.
 const JudgedRuns = 4
 
-// serviceRun runs a scenario against the service after a vacuum, with the
-// statements it ran added to sum.
-func (m *measurer) serviceRun(ctx context.Context, sc Scenario, sum snapshot) (measured, error) {
+// vacuumedRun runs a scenario after a vacuum, with the statements it ran
+// added to cost and to top (either may be nil).
+func (m *measurer) vacuumedRun(ctx context.Context, sc Scenario, cost *sideCost, top snapshot) (measured, error) {
 	if err := m.vacuum(ctx); err != nil {
 		return measured{}, err
 	}
+	return m.observe(ctx, sc, cost, top)
+}
+
+// observe runs a scenario once, reading pg_stat_statements right before
+// and after it, and adds the statements it ran to cost and to top (either
+// may be nil; without pg_stat_statements nothing is added).
+func (m *measurer) observe(ctx context.Context, sc Scenario, cost *sideCost, top snapshot) (measured, error) {
 	before, err := m.statements.Snapshot(ctx)
 	if err != nil {
 		return measured{}, err
@@ -42,21 +49,13 @@ func (m *measurer) serviceRun(ctx context.Context, sc Scenario, sum snapshot) (m
 	if err != nil {
 		return s, err
 	}
-	m.watcher.Touched()
-	addDelta(sum, before, after)
-	return s, nil
-}
-
-// bareRun runs a scenario against the bare service after a vacuum.
-func (m *measurer) bareRun(ctx context.Context, sc Scenario) (measured, error) {
-	if err := m.vacuum(ctx); err != nil {
-		return measured{}, err
+	if m.watcher != nil {
+		m.watcher.Touched()
 	}
-	s, err := m.measure(ctx, sc)
-	if err != nil {
-		return s, err
+	if top != nil {
+		addDelta(top, before, after)
 	}
-	m.watcher.Touched()
+	cost.add(before, after, s.Total)
 	return s, nil
 }
 

@@ -267,6 +267,7 @@ func statementSection(b *strings.Builder, r *Results) {
 		}
 		w("\n")
 	}
+	dbCostSection(b, r)
 }
 
 func orDash(s string) string {

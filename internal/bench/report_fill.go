@@ -46,7 +46,7 @@ func fillSection(b *strings.Builder, r *Results) {
 	if p := f.Prewarm; p.Skipped == "" {
 		w("The fill builds its indexes behind\n")
 		w("the buffer pool's back, while a service that has been taking payments holds the indexes each payment\n")
-		w("touches at a random page (its key's, its tombstone's, its lease token's, its intent's and its PaymentIntent's: `%s`, %s),\n",
+		w("touches at a random page (its key's, its tombstone's, its lease token's and its PaymentIntent's: `%s`, %s),\n",
 			strings.Join(HotIndexes, "`, `"), formatBytes(p.Bytes))
 		w("so those were loaded into shared_buffers with pg_prewarm before the runs, as they would be in that steady state. ")
 	} else {
@@ -76,6 +76,10 @@ func fillSection(b *strings.Builder, r *Results) {
 	}
 	w("\n")
 	w("%s\n", FilledTable(r))
+	if f.Costs != nil {
+		w("What a request of each side cost the database, here and on the empty database, is under\n")
+		w("\"What a request costs the database\" below.\n\n")
+	}
 
 	w("Judged (also in the targets above):\n\n")
 	for _, t := range filledTargets(r) {

@@ -101,6 +101,9 @@ type Point struct {
 	// payment, from the WAL (net of the background); nil when the WAL could
 	// not be read. It has no background work: 2 is what it should show.
 	BareWritesPerPayment *float64 `json:"bare_writes_per_payment,omitempty"`
+	// Costs is what each side's runs cost the database per request, from
+	// pg_stat_statements; nil without it.
+	Costs *Costs `json:"db_cost,omitempty"`
 }
 
 // Slow is the slow-processor point.

@@ -43,6 +43,9 @@ type Filled struct {
 	BareReplay Load    `json:"bare_replay"`
 	// FreshCeiling is fresh.sql on the filled database; nil when skipped.
 	FreshCeiling *Ceiling `json:"fresh_ceiling,omitempty"`
+	// Costs is what each side's runs cost the database per request, as
+	// at the empty database's point (Point.Costs).
+	Costs *Costs `json:"db_cost,omitempty"`
 	// CatchUp is the reaper working off the fill's backlog once the
 	// service was started again, from AfterFill until its backlogs were
 	// down to what comes due between two of its runs (CaughtUp), or until

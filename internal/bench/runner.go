@@ -176,6 +176,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	w, st := m.watcher, m.statements
 	suffix := "-c" + strconv.Itoa(m.conns)
 	var profiles []Profile
+	var sums costSums
 
 	// The bare service, with its writing transactions from the WAL: it has
 	// no background work, so every one is committed once its answers are in.
@@ -186,7 +187,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if err != nil {
 		return p, nil, err
 	}
-	bareFresh, err := m.measure(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users))
+	bareFresh, err := m.observe(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users), &sums.bareFresh, nil)
 	if err != nil {
 		return p, nil, err
 	}
@@ -247,21 +248,30 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		delta := snapshot{}
 		addDelta(delta, before, after)
 		addDelta(freshSum, before, after)
+		sums.fresh.add(before, after, fresh.Total)
 		p.Commits.CommitStatements = float64(delta.commits()) / float64(fresh.Total)
 	}
 	logf(m.cfg.Log, "  commits         %s phase commits, %s writing transactions, %.2f transactions per payment",
 		phaseCommits(p.Commits), writing(p.Commits), p.Commits.XactPerPayment)
 
+	if before, err = st.Snapshot(ctx); err != nil {
+		return p, nil, err
+	}
 	if p.FreshCeiling, err = m.ceiling(ctx, "fresh.sql"); err != nil {
 		return p, nil, err
 	}
+	if after, err = st.Snapshot(ctx); err != nil {
+		return p, nil, err
+	}
+	sums.freshSQL.add(before, after, p.FreshCeiling.Transactions)
 	calibrated, err := w.AfterExit(ctx)
 	if err != nil {
 		return p, nil, err
 	}
 	if n := float64(p.FreshCeiling.Transactions); n > 0 {
 		secs := calibrated.At.Sub(end.At).Seconds()
-		p.FreshCeiling.XactPerScript = (float64(calibrated.Xact-end.Xact) - m.noise.XactPerSec*secs) / n
+		harness := float64(2 * st.Readings())
+		p.FreshCeiling.XactPerScript = (float64(calibrated.Xact-end.Xact) - harness - m.noise.XactPerSec*secs) / n
 		if m.wal != nil {
 			if writes, err := m.wal.Writes(ctx, end, calibrated); err == nil {
 				p.FreshCeiling.WritesPerScript = (float64(writes.All) - m.noise.WritesPerSec*secs) / n
@@ -271,20 +281,20 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	}
 
 	freshAgain := func() (measured, error) {
-		return m.serviceRun(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users), freshSum)
+		return m.vacuumedRun(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users), &sums.fresh, freshSum)
 	}
 	bareFreshAgain := func() (measured, error) {
-		return m.bareRun(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users))
+		return m.vacuumedRun(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users), &sums.bareFresh, nil)
 	}
 	if p.BareFresh, p.Fresh, err = m.abba(bareFresh, fresh, bareFreshAgain, freshAgain); err != nil {
 		return p, nil, err
 	}
 
 	serviceReplays := func() (measured, error) {
-		return m.serviceRun(ctx, ReplayScenario("service replays", m.cfg.ServiceURL, m.cfg.Users, m.cfg.ReplayKeys, ServiceReplayPrefix), replaySum)
+		return m.vacuumedRun(ctx, ReplayScenario("service replays", m.cfg.ServiceURL, m.cfg.Users, m.cfg.ReplayKeys, ServiceReplayPrefix), &sums.replay, replaySum)
 	}
 	bareReplays := func() (measured, error) {
-		return m.bareRun(ctx, ReplayScenario("bare replays", m.cfg.BareURL, m.cfg.Users, m.cfg.ReplayKeys, BareReplayPrefix))
+		return m.vacuumedRun(ctx, ReplayScenario("bare replays", m.cfg.BareURL, m.cfg.Users, m.cfg.ReplayKeys, BareReplayPrefix), &sums.bareReplay, nil)
 	}
 	if p.Replay, p.BareReplay, err = m.runPair(serviceReplays, bareReplays); err != nil {
 		return p, nil, err
@@ -292,6 +302,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql"); err != nil {
 		return p, nil, err
 	}
+	p.Costs = sums.costs()
 	if profiles, err = m.profiledRuns(ctx); err != nil {
 		return p, nil, err
 	}

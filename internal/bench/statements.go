@@ -21,6 +21,13 @@ type statementStats struct {
 	query   string
 	calls   int64
 	totalMs float64
+	// The shared buffers the statement found in the pool (hit), read
+	// from the kernel or the disk (read), changed (dirtied), and wrote out
+	// itself to make room (written); the write-ahead log it made, and the
+	// whole pages in it (full-page images: the first change of a page
+	// after a checkpoint).
+	blocksHit, blocksRead, blocksDirtied, blocksWritten int64
+	walFPI, walBytes                                    int64
 }
 
 // snapshot is pg_stat_statements at one moment, by query id.
@@ -54,7 +61,9 @@ func (s *Statements) Close(ctx context.Context) {
 // snapshot reads every entry of the bench database but its own queries.
 func (s *Statements) snapshot(ctx context.Context) (snapshot, error) {
 	rows, err := s.conn.Query(ctx, `
-		SELECT queryid, calls, total_exec_time, query FROM pg_stat_statements
+		SELECT queryid, calls, total_exec_time, shared_blks_hit, shared_blks_read, shared_blks_dirtied,
+		       shared_blks_written, wal_fpi, wal_bytes::bigint, query
+		FROM pg_stat_statements
 		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 		  AND query NOT LIKE '%pg_stat_statements%'`)
 	if err != nil {
@@ -66,7 +75,8 @@ func (s *Statements) snapshot(ctx context.Context) (snapshot, error) {
 			id int64
 			st statementStats
 		)
-		if err := rows.Scan(&id, &st.calls, &st.totalMs, &st.query); err != nil {
+		if err := rows.Scan(&id, &st.calls, &st.totalMs, &st.blocksHit, &st.blocksRead, &st.blocksDirtied,
+			&st.blocksWritten, &st.walFPI, &st.walBytes, &st.query); err != nil {
 			return nil, err
 		}
 		snap[id] = st
@@ -105,6 +115,12 @@ func addDelta(sum, a, b snapshot) {
 		acc.query = st.query
 		acc.calls += st.calls - prev.calls
 		acc.totalMs += st.totalMs - prev.totalMs
+		acc.blocksHit += st.blocksHit - prev.blocksHit
+		acc.blocksRead += st.blocksRead - prev.blocksRead
+		acc.blocksDirtied += st.blocksDirtied - prev.blocksDirtied
+		acc.blocksWritten += st.blocksWritten - prev.blocksWritten
+		acc.walFPI += st.walFPI - prev.walFPI
+		acc.walBytes += st.walBytes - prev.walBytes
 		sum[id] = acc
 	}
 }

@@ -1,0 +1,110 @@
+package bench
+
+// # What a request costs the database
+//
+// Throughput says how fast; it does not say why a point is slower than
+// another. pg_stat_statements does, per statement and at the moment the
+// statement ends: the shared buffers it found in the pool, read, dirtied
+// and wrote out, and the write-ahead log it made, whole pages (full-page
+// images) included. Summed over a side's runs and divided by the requests
+// they answered, warm-up included (as the counters are), that is what one
+// request costs the database (DBCost): the same figures for the service,
+// the bare service and fresh.sql, on the empty database and the filled
+// one, show whether a gap between two of them is the service's doing or
+// the database's. What no statement does (autovacuum, the checkpointer)
+// is not in them.
+
+// DBCost is what the database did for one request of a side's runs, on
+// average, by pg_stat_statements.
+type DBCost struct {
+	// Requests is the requests (payments, replays, fresh.sql
+	// transactions) the figures are divided by.
+	Requests int `json:"requests"`
+	// Statements and ExecMs are the statements run and their execution
+	// time.
+	Statements float64 `json:"statements"`
+	ExecMs     float64 `json:"exec_ms"`
+	// BlocksHit, BlocksRead, BlocksDirtied and BlocksWritten are shared
+	// buffers found in the pool, read into it, changed, and written out
+	// by the statements themselves to make room.
+	BlocksHit     float64 `json:"blocks_hit"`
+	BlocksRead    float64 `json:"blocks_read"`
+	BlocksDirtied float64 `json:"blocks_dirtied"`
+	BlocksWritten float64 `json:"blocks_written"`
+	// FullPageImages and WALBytes are the write-ahead log made: whole
+	// pages, and all of it.
+	FullPageImages float64 `json:"full_page_images"`
+	WALBytes       float64 `json:"wal_bytes"`
+}
+
+// Costs are a point's DBCost by side; each nil when pg_stat_statements was
+// not used.
+type Costs struct {
+	Fresh      *DBCost `json:"fresh,omitempty"`
+	BareFresh  *DBCost `json:"bare_fresh,omitempty"`
+	FreshSQL   *DBCost `json:"fresh_sql,omitempty"`
+	Replay     *DBCost `json:"replay,omitempty"`
+	BareReplay *DBCost `json:"bare_replay,omitempty"`
+}
+
+// sideCost sums the statements of one side's runs and the requests they
+// answered.
+type sideCost struct {
+	delta    snapshot
+	requests int
+}
+
+// add adds the statements run between a and b, and the requests answered
+// meanwhile. A nil sideCost counts nothing.
+func (c *sideCost) add(a, b snapshot, requests int) {
+	if c == nil || b == nil {
+		return
+	}
+	if c.delta == nil {
+		c.delta = snapshot{}
+	}
+	addDelta(c.delta, a, b)
+	c.requests += requests
+}
+
+// cost is the sum per request; nil when nothing was counted.
+func (c *sideCost) cost() *DBCost {
+	if c == nil || c.delta == nil || c.requests == 0 {
+		return nil
+	}
+	var sum statementStats
+	for _, st := range c.delta {
+		sum.calls += st.calls
+		sum.totalMs += st.totalMs
+		sum.blocksHit += st.blocksHit
+		sum.blocksRead += st.blocksRead
+		sum.blocksDirtied += st.blocksDirtied
+		sum.blocksWritten += st.blocksWritten
+		sum.walFPI += st.walFPI
+		sum.walBytes += st.walBytes
+	}
+	n := float64(c.requests)
+	return &DBCost{
+		Requests: c.requests, Statements: float64(sum.calls) / n, ExecMs: sum.totalMs / n,
+		BlocksHit: float64(sum.blocksHit) / n, BlocksRead: float64(sum.blocksRead) / n,
+		BlocksDirtied: float64(sum.blocksDirtied) / n, BlocksWritten: float64(sum.blocksWritten) / n,
+		FullPageImages: float64(sum.walFPI) / n, WALBytes: float64(sum.walBytes) / n,
+	}
+}
+
+// costSums are the sideCosts of a point.
+type costSums struct {
+	fresh, bareFresh, freshSQL, replay, bareReplay sideCost
+}
+
+// costs is what the sums come to; nil when nothing was counted.
+func (s *costSums) costs() *Costs {
+	c := &Costs{
+		Fresh: s.fresh.cost(), BareFresh: s.bareFresh.cost(), FreshSQL: s.freshSQL.cost(),
+		Replay: s.replay.cost(), BareReplay: s.bareReplay.cost(),
+	}
+	if *c == (Costs{}) {
+		return nil
+	}
+	return c
+}

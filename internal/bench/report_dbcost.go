@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// dbCostSection shows what one request of each side cost the database at
+// TargetConns (DBCost), on the empty database and, after a fill, on the
+// filled one beside it. It writes nothing without pg_stat_statements.
+func dbCostSection(b *strings.Builder, r *Results) {
+	e, ok := r.point(TargetConns)
+	if !ok || e.Costs == nil {
+		return
+	}
+	var f *Costs
+	if r.Filled.Measured() {
+		f = r.Filled.Costs
+	}
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("### What a request costs the database, at %d connections\n\n", TargetConns)
+	w("Per request, over each side's runs (warm-up included), from pg_stat_statements: the time in statements,\n")
+	w("the shared buffers found in the pool, read into it (from the kernel's cache or the disk) and changed, and the\n")
+	w("write-ahead log made, with the whole pages in it (full-page images: the first change of a page after a\n")
+	w("checkpoint goes into the log whole). ")
+	if f != nil {
+		w("Each cell is the empty database's figure, then the filled one's.\n\n")
+	} else {
+		w("\n\n")
+	}
+	w("| runs | ms in statements | blocks found | blocks read | blocks changed | full-page images | WAL |\n")
+	w("|---|--:|--:|--:|--:|--:|--:|\n")
+	sides := []struct {
+		name string
+		of   func(*Costs) *DBCost
+	}{
+		{"service fresh", func(c *Costs) *DBCost { return c.Fresh }},
+		{"bare fresh", func(c *Costs) *DBCost { return c.BareFresh }},
+		{"fresh.sql", func(c *Costs) *DBCost { return c.FreshSQL }},
+		{"service replays", func(c *Costs) *DBCost { return c.Replay }},
+		{"bare replays", func(c *Costs) *DBCost { return c.BareReplay }},
+	}
+	for _, s := range sides {
+		ec := s.of(e.Costs)
+		var fc *DBCost
+		if f != nil {
+			fc = s.of(f)
+		}
+		if ec == nil && fc == nil {
+			continue
+		}
+		cell := func(v func(*DBCost) float64, format string) string {
+			one := func(c *DBCost) string {
+				if c == nil {
+					return "–"
+				}
+				return fmt.Sprintf(format, v(c))
+			}
+			if f == nil {
+				return one(ec)
+			}
+			return one(ec) + " → " + one(fc)
+		}
+		w("| %s | %s | %s | %s | %s | %s | %s |\n", s.name,
+			cell(func(c *DBCost) float64 { return c.ExecMs }, "%.2f"),
+			cell(func(c *DBCost) float64 { return c.BlocksHit }, "%.0f"),
+			cell(func(c *DBCost) float64 { return c.BlocksRead }, "%.2f"),
+			cell(func(c *DBCost) float64 { return c.BlocksDirtied }, "%.2f"),
+			cell(func(c *DBCost) float64 { return c.FullPageImages }, "%.2f"),
+			cell(func(c *DBCost) float64 { return c.WALBytes / 1024 }, "%.1f KiB"))
+	}
+	w("\n")
+	if f != nil {
+		fullPageNote(w, e.Costs, f)
+	}
+}
+
+// fullPageNote explains, with its figures, a filled database whose fresh
+// payments write whole pages into the WAL where the empty one's do not.
+func fullPageNote(w func(string, ...any), empty, filled *Costs) {
+	ef, ff := empty.Fresh, filled.Fresh
+	if ef == nil || ff == nil || ff.FullPageImages < 0.5 || ff.FullPageImages < 2*ef.FullPageImages {
+		return
+	}
+	w("On the filled database a fresh payment through the service wrote %.2f full-page images and %.1f KiB of\n",
+		ff.FullPageImages, ff.WALBytes/1024)
+	w("WAL, against %.2f and %.1f KiB on the empty one", ef.FullPageImages, ef.WALBytes/1024)
+	if es, fs := empty.FreshSQL, filled.FreshSQL; es != nil && fs != nil {
+		w(", and fresh.sql alone, the same statements with nothing\n")
+		w("around them, %.2f and %.1f KiB against %.2f and %.1f KiB", fs.FullPageImages, fs.WALBytes/1024, es.FullPageImages, es.WALBytes/1024)
+	}
+	w(". Every payment inserts into\n")
+	w("indexes on random values (the client's key, the PaymentIntent's id) at a random page. On the empty\n")
+	w("database those indexes are a few pages, each written whole once after a checkpoint and then in place; on\n")
+	w("the filled one they are hundreds of thousands of pages, and nearly every payment changes one that has not\n")
+	w("been changed since the last checkpoint, which the fill's own checkpoint made minutes before these runs. The\n")
+	w("share falls as the checkpoint ages (each page is written whole once per checkpoint, however often it\n")
+	w("changes after), so over a whole checkpoint interval a service at this size pays less than these runs did;\n")
+	w("it is the database's cost, the bare service's and fresh.sql's as much as the service's.\n\n")
+}
