@@ -1,11 +1,16 @@
 package bench
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/paymentsd/paymentsd/internal/testutil"
 )
 
 func TestSideCostSumsTheRunsPerRequest(t *testing.T) {
@@ -59,6 +64,7 @@ func withCosts() *Results {
 	}
 	r.Filled.Costs = &Costs{Fresh: cost(2.5, 1.25, 1.9, 16.5), BareFresh: cost(2.2, 1.2, 1.8, 16),
 		FreshSQL: cost(2, 1.1, 1.85, 15.5), Replay: cost(0.3, 2, 0, 0), BareReplay: cost(0.25, 2, 0, 0)}
+	r.Filled.Checkpoints = &Checkpoints{Before: 150, After: 550, Timeout: 900}
 	return r
 }
 
@@ -73,10 +79,14 @@ func TestDBCostSection(t *testing.T) {
 		"| bare replays | 0.08 → 0.25 | 120 → 120 | 0.00 → 2.00 | 6.00 → 6.00 | 0.00 → 0.00 | 0.0 KiB → 0.0 KiB |",
 		"On the filled database a fresh payment through the service wrote 1.90 full-page images and 16.5 KiB of\nWAL, against 0.02 and 5.0 KiB on the empty one, and fresh.sql alone",
 		"around them, 1.85 and 15.5 KiB against 0.01 and 4.7 KiB.",
+		"That checkpoint was 2m30s old when the measured runs began and 9m10s when they ended; the server checkpoints at least every 15m0s (`checkpoint_timeout`).",
 	} {
 		require.Contains(t, text, want)
 	}
 	require.Less(t, strings.Index(text, "## Where the database time goes"), strings.Index(text, "### What a request costs the database"))
+
+	r.Filled.Checkpoints.During = true
+	require.Contains(t, Markdown(r, "bench.svg"), "9m10s when they ended (another came\nduring them); the server")
 
 	// Few whole pages on the filled database: no note.
 	r.Filled.Costs.Fresh.FullPageImages = 0.03
@@ -99,4 +109,27 @@ func TestCostsRoundTrip(t *testing.T) {
 	back, err := LoadResults(path)
 	require.NoError(t, err)
 	require.Equal(t, r, back)
+}
+
+// TestCheckpointsAreReadFromTheServer reads the last checkpoint of the test
+// server, makes one, and reads again: the second reading sees it.
+func TestCheckpointsAreReadFromTheServer(t *testing.T) {
+	ctx := context.Background()
+	url := testutil.AdminURL(t)
+	a, err := readCheckpoint(ctx, url)
+	require.NoError(t, err)
+	require.Positive(t, a.Timeout)
+	require.False(t, a.Last.After(a.At), "the last checkpoint is in the past")
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "CHECKPOINT")
+	require.NoError(t, err)
+	b, err := readCheckpoint(ctx, url)
+	require.NoError(t, err)
+	c := checkpointsOf(a, b)
+	require.True(t, c.During, "the checkpoint made between the readings")
+	require.Less(t, c.After.Duration(), time.Minute)
+	require.Equal(t, Of(a.Timeout), c.Timeout)
 }

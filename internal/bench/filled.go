@@ -180,6 +180,7 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 	// each other leave, as a service does between autovacuums, which at
 	// this size come once a fifth of a table has changed. Only the
 	// replays, which write nothing, are preceded by one.
+	cpBefore, cpErr := readCheckpoint(ctx, cfg.BenchURL)
 	fresh := func(name, base string, cost *sideCost) func() (measured, error) {
 		return func() (measured, error) { return m.observe(ctx, FreshScenario(name, base, cfg.Users), cost, nil) }
 	}
@@ -225,6 +226,15 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 		return err
 	}
 	f.Costs = sums.costs()
+	if cpErr == nil {
+		var cpAfter checkpointReading
+		if cpAfter, cpErr = readCheckpoint(ctx, cfg.BenchURL); cpErr == nil {
+			f.Checkpoints = checkpointsOf(cpBefore, cpAfter)
+		}
+	}
+	if cpErr != nil {
+		logf(cfg.Log, "  %v: the report will not say where the runs fell in the checkpoint cycle", cpErr)
+	}
 	after, err := ReadReaper(ctx, cfg.BenchURL, cfg.KeyRetention, tombstoneRetention)
 	if err != nil {
 		return err

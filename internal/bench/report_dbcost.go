@@ -71,13 +71,14 @@ func dbCostSection(b *strings.Builder, r *Results) {
 	}
 	w("\n")
 	if f != nil {
-		fullPageNote(w, e.Costs, f)
+		fullPageNote(w, e.Costs, r.Filled)
 	}
 }
 
 // fullPageNote explains, with its figures, a filled database whose fresh
 // payments write whole pages into the WAL where the empty one's do not.
-func fullPageNote(w func(string, ...any), empty, filled *Costs) {
+func fullPageNote(w func(string, ...any), empty *Costs, fill *Filled) {
+	filled := fill.Costs
 	ef, ff := empty.Fresh, filled.Fresh
 	if ef == nil || ff == nil || ff.FullPageImages < 0.5 || ff.FullPageImages < 2*ef.FullPageImages {
 		return
@@ -93,8 +94,16 @@ func fullPageNote(w func(string, ...any), empty, filled *Costs) {
 	w("indexes on random values (the client's key, the PaymentIntent's id) at a random page. On the empty\n")
 	w("database those indexes are a few pages, each written whole once after a checkpoint and then in place; on\n")
 	w("the filled one they are hundreds of thousands of pages, and nearly every payment changes one that has not\n")
-	w("been changed since the last checkpoint, which the fill's own checkpoint made minutes before these runs. The\n")
-	w("share falls as the checkpoint ages (each page is written whole once per checkpoint, however often it\n")
-	w("changes after), so over a whole checkpoint interval a service at this size pays less than these runs did;\n")
-	w("it is the database's cost, the bare service's and fresh.sql's as much as the service's.\n\n")
+	w("been changed since the last checkpoint. ")
+	if c := fill.Checkpoints; c != nil {
+		w("That checkpoint was %s old when the measured runs began and %s when they ended", round(c.Before), round(c.After))
+		if c.During {
+			w(" (another came\nduring them)")
+		}
+		w("; the server checkpoints at least every %s (`checkpoint_timeout`). ", round(c.Timeout))
+	}
+	w("The share falls as the checkpoint\n")
+	w("ages (each page is written whole once per checkpoint, however often it changes after), so averaged over a\n")
+	w("checkpoint interval a service at this size pays less than runs this close to one do. It is the database's\n")
+	w("cost, the bare service's and fresh.sql's as much as the service's.\n\n")
 }
