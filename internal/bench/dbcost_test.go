@@ -78,15 +78,15 @@ func TestDBCostSection(t *testing.T) {
 		"| fresh.sql | 0.90 → 2.00 | 120 → 120 | 0.00 → 1.10 | 6.00 → 6.00 | 0.01 → 1.85 | 4.7 KiB → 15.5 KiB |",
 		"| bare replays | 0.08 → 0.25 | 120 → 120 | 0.00 → 2.00 | 6.00 → 6.00 | 0.00 → 0.00 | 0.0 KiB → 0.0 KiB |",
 		"On the filled database a fresh payment through the service wrote 1.90 full-page images and 16.5 KiB of\nWAL, against 0.02 and 5.0 KiB on the empty one, and fresh.sql alone",
-		"around them, 1.85 and 15.5 KiB against 0.01 and 4.7 KiB.",
-		"That checkpoint was 2m30s old when the measured runs began and 9m10s when they ended; the server checkpoints at least every 15m0s (`checkpoint_timeout`).",
+		"around them, 1.85 and 15.5 KiB against 0.01 and 4.7 KiB.\n\nEvery payment",
+		"That checkpoint was 2m30s old when the\nmeasured runs began and 9m10s when they ended; the server checkpoints at least\nevery 15m0s (`checkpoint_timeout`).",
 	} {
 		require.Contains(t, text, want)
 	}
 	require.Less(t, strings.Index(text, "## Where the database time goes"), strings.Index(text, "### What a request costs the database"))
 
 	r.Filled.Checkpoints.During = true
-	require.Contains(t, Markdown(r, "bench.svg"), "9m10s when they ended (another came\nduring them); the server")
+	require.Contains(t, Markdown(r, "bench.svg"), "9m10s when they ended (another came during them); the server")
 
 	// Few whole pages on the filled database: no note.
 	r.Filled.Costs.Fresh.FullPageImages = 0.03

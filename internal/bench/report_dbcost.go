@@ -90,20 +90,20 @@ func fullPageNote(w func(string, ...any), empty *Costs, fill *Filled) {
 		w(", and fresh.sql alone, the same statements with nothing\n")
 		w("around them, %.2f and %.1f KiB against %.2f and %.1f KiB", fs.FullPageImages, fs.WALBytes/1024, es.FullPageImages, es.WALBytes/1024)
 	}
-	w(". Every payment inserts into\n")
-	w("indexes on random values (the client's key, the PaymentIntent's id) at a random page. On the empty\n")
-	w("database those indexes are a few pages, each written whole once after a checkpoint and then in place; on\n")
-	w("the filled one they are hundreds of thousands of pages, and nearly every payment changes one that has not\n")
-	w("been changed since the last checkpoint. ")
+	w(".\n\n")
+	w("Every payment inserts into indexes on random values (the client's key, the PaymentIntent's id) at a\n")
+	w("random page. On the empty database those indexes are a few pages, each written whole once after a\n")
+	w("checkpoint and then in place; on the filled one they are hundreds of thousands of pages, and most\n")
+	w("payments change one that has not been changed since the last checkpoint.")
 	if c := fill.Checkpoints; c != nil {
-		w("That checkpoint was %s old when the measured runs began and %s when they ended", round(c.Before), round(c.After))
+		w(" That checkpoint was %s old when the\nmeasured runs began and %s when they ended", round(c.Before), round(c.After))
 		if c.During {
-			w(" (another came\nduring them)")
+			w(" (another came during them)")
 		}
-		w("; the server checkpoints at least every %s (`checkpoint_timeout`). ", round(c.Timeout))
+		w("; the server checkpoints at least\nevery %s (`checkpoint_timeout`).", round(c.Timeout))
 	}
-	w("The share falls as the checkpoint\n")
-	w("ages (each page is written whole once per checkpoint, however often it changes after), so averaged over a\n")
-	w("checkpoint interval a service at this size pays less than runs this close to one do. It is the database's\n")
-	w("cost, the bare service's and fresh.sql's as much as the service's.\n\n")
+	w("\nThe share falls as the checkpoint ages (each page is written whole once per checkpoint, however often\n")
+	w("it changes after), so averaged over a checkpoint interval a service at this size pays less than runs\n")
+	w("this close to one do. It is the database's cost: the bare service's and fresh.sql's as much as the\n")
+	w("service's.\n\n")
 }
