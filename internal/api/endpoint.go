@@ -112,7 +112,7 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	logRecoveryPoint(r, err)
 	outcomes := s.metrics.IdempotencyOutcomes
 	if err != nil {
-		f := classify(err)
+		f := classifyFor(r, err)
 		outcomes.WithLabelValues(ep.Flow.Name, f.outcome).Inc()
 		f.write(w, r, err)
 		return

@@ -46,6 +46,23 @@ type failure struct {
 	outcome    string
 }
 
+// statusClientClosed is the status recorded, in the access log and the
+// metrics, for a request whose client hung up before it was admitted: the
+// one nginx records. No client reads it.
+const statusClientClosed = 499
+
+// classifyFor is classify for an error met while serving r. When r's
+// client hung up (r's context was canceled) and err is that cancellation,
+// it is the client's doing, neither the store's nor a bug: a request is
+// detached from its client once its key is reserved, so this can only
+// happen before anything was stored.
+func classifyFor(r *http.Request, err error) failure {
+	if cause := r.Context().Err(); cause != nil && errors.Is(err, cause) {
+		return failure{outcome: metrics.OutcomeClientClosed}
+	}
+	return classify(err)
+}
+
 // classify maps an error from the engine or the store to its failure. It is
 // the one place that decides status codes for errors.
 func classify(err error) failure {
@@ -127,6 +144,10 @@ func (f failure) write(w http.ResponseWriter, r *http.Request, err error) {
 		log.Error().Err(err).Msg("store unavailable")
 	case metrics.OutcomeInternalError:
 		log.Error().Err(err).Msg("internal error")
+	case metrics.OutcomeClientClosed:
+		log.Info().Msg("the client hung up before its request was admitted")
+		w.WriteHeader(statusClientClosed)
+		return
 	}
 	if f.retryAfter > 0 {
 		writeRetryable(w, f.problem, f.retryAfter)
@@ -137,7 +158,7 @@ func (f failure) write(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeError answers for an error from below the HTTP layer.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
-	f := classify(err)
+	f := classifyFor(r, err)
 	if f.outcome == metrics.OutcomeStoreError && r.Header.Get("Idempotency-Key") == "" {
 		// A read, or a webhook: there is no key to retry with.
 		f.problem = problem.New(problem.StoreUnavailable, "The service cannot reach its database. Retry later; nothing was changed.")

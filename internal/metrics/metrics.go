@@ -34,6 +34,10 @@ const (
 	OutcomeNeedsAttention = "needs_attention"
 	// OutcomeInternalError is a bug: an error nothing above knows (500).
 	OutcomeInternalError = "internal_error"
+	// OutcomeClientClosed is a client that hung up before its request was
+	// admitted, so that the request was canceled: nothing was stored, and
+	// the status recorded is 499, the one nginx gives it.
+	OutcomeClientClosed = "client_closed"
 )
 
 // Metrics holds every metric the service exports.
@@ -71,7 +75,7 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 		}, []string{"route"}),
 		IdempotencyOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paymentsd_idempotency_outcomes_total",
-			Help: "What became of idempotent requests, by flow: created, replayed, in_progress (409), key_reused (422), key_expired (422), ambiguous (503), store_error (503), lease_lost (409), rate_limited (429), too_many_unfinished (429), needs_attention (503, parked for an operator), internal_error (500).",
+			Help: "What became of idempotent requests, by flow: created, replayed, in_progress (409), key_reused (422), key_expired (422), ambiguous (503), store_error (503), lease_lost (409), rate_limited (429), too_many_unfinished (429), needs_attention (503, parked for an operator), internal_error (500), client_closed (499: the client hung up before its request was admitted; nothing stored).",
 		}, []string{"flow", "outcome"}),
 		PhaseDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "paymentsd_phase_duration_seconds",
@@ -129,7 +133,7 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 func (m *Metrics) StartFlow(flow string) {
 	for _, o := range []string{OutcomeCreated, OutcomeReplayed, OutcomeInProgress, OutcomeKeyReused,
 		OutcomeAmbiguous, OutcomeStoreError, OutcomeLeaseLost, OutcomeRateLimited,
-		OutcomeTooManyUnfinished, OutcomeKeyExpired, OutcomeNeedsAttention, OutcomeInternalError} {
+		OutcomeTooManyUnfinished, OutcomeKeyExpired, OutcomeNeedsAttention, OutcomeInternalError, OutcomeClientClosed} {
 		m.IdempotencyOutcomes.WithLabelValues(flow, o)
 	}
 }
