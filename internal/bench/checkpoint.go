@@ -25,9 +25,12 @@ type Checkpoints struct {
 	Timeout Seconds `json:"timeout"`
 }
 
-// checkpointReading is the server's last checkpoint, read at At.
+// checkpointReading is the server's last checkpoint, read at At: its time
+// (to the second) and its place in the WAL, which tells two checkpoints of
+// one second apart.
 type checkpointReading struct {
 	At, Last time.Time
+	LSN      string
 	Timeout  time.Duration
 }
 
@@ -42,9 +45,10 @@ func readCheckpoint(ctx context.Context, dbURL string) (checkpointReading, error
 	defer conn.Close(context.WithoutCancel(ctx))
 	var timeout float64
 	err = conn.QueryRow(ctx, `
-		SELECT now(), c.checkpoint_time, s.setting::float8 * CASE s.unit WHEN 'min' THEN 60 ELSE 1 END
+		SELECT now(), c.checkpoint_time, c.checkpoint_lsn::text,
+		       s.setting::float8 * CASE s.unit WHEN 'min' THEN 60 ELSE 1 END
 		FROM pg_control_checkpoint() AS c, pg_settings AS s
-		WHERE s.name = 'checkpoint_timeout'`).Scan(&r.At, &r.Last, &timeout)
+		WHERE s.name = 'checkpoint_timeout'`).Scan(&r.At, &r.Last, &r.LSN, &timeout)
 	if err != nil {
 		return r, fmt.Errorf("error reading the last checkpoint: %w", err)
 	}
@@ -56,6 +60,6 @@ func readCheckpoint(ctx context.Context, dbURL string) (checkpointReading, error
 func checkpointsOf(a, b checkpointReading) *Checkpoints {
 	return &Checkpoints{
 		Before: Of(a.At.Sub(a.Last)), After: Of(b.At.Sub(b.Last)),
-		During: !b.Last.Equal(a.Last), Timeout: Of(a.Timeout),
+		During: b.LSN != a.LSN, Timeout: Of(a.Timeout),
 	}
 }
