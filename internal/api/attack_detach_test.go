@@ -52,14 +52,7 @@ func TestAttackClientHangsUpRightAfterReservation(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+apiKey)
 	req.Header.Set("Idempotency-Key", "hang-up-after-reserve")
-	done := make(chan error, 1)
-	go func() {
-		resp, err := svc.Client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		done <- err
-	}()
+	done := svc.Send(req)
 	<-reserved
 	hangUp()
 	require.Error(t, <-done)

@@ -38,28 +38,19 @@ func TestAClientHangingUpIsNotAnError(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer "+apiKey)
 	req.Header.Set("Idempotency-Key", "hang-up")
 	req.Header.Set("Content-Type", "application/json")
-	done := make(chan error, 1)
-	go func() {
-		resp, err := svc.Client.Do(req)
-		if err == nil {
-			resp.Body.Close()
+	done := svc.Send(req)
+	waiting := func(n int) func() bool {
+		return func() bool {
+			var count int
+			err := svc.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&count)
+			return err == nil && count == n
 		}
-		done <- err
-	}()
-	require.Eventually(t, func() bool {
-		var waiting int
-		err := svc.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
-		return err == nil && waiting == 1
-	}, 10*time.Second, 10*time.Millisecond, "the read of the key waits for the lock")
+	}
+	require.Eventually(t, waiting(1), 10*time.Second, 10*time.Millisecond, "the read of the key waits for the lock")
 	hangUp()
 	require.ErrorIs(t, <-done, context.Canceled)
-	require.Eventually(t, func() bool {
-		var waiting int
-		err := svc.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
-		return err == nil && waiting == 0
-	}, 10*time.Second, 10*time.Millisecond, "the hang-up cancels the read")
+	require.Eventually(t, waiting(0), 10*time.Second, 10*time.Millisecond, "the hang-up cancels the read")
 	// The metrics read the keys' table too.
 	require.NoError(t, blocker.Rollback(ctx))
 

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -100,15 +99,6 @@ func TestDBCostSection(t *testing.T) {
 
 	// Without pg_stat_statements: no section.
 	require.NotContains(t, Markdown(sample(), "bench.svg"), "### What a request costs the database")
-}
-
-func TestCostsRoundTrip(t *testing.T) {
-	r := withCosts()
-	path := filepath.Join(t.TempDir(), "results.json")
-	require.NoError(t, r.Save(path))
-	back, err := LoadResults(path)
-	require.NoError(t, err)
-	require.Equal(t, r, back)
 }
 
 // TestCheckpointsAreReadFromTheServer reads the last checkpoint of the test

@@ -162,7 +162,7 @@ func withoutFill(t *testing.T, text string) string {
 }
 
 func TestFilledRoundTrip(t *testing.T) {
-	r := sampleFilled()
+	r := withCosts() // sampleFilled, with what a request cost the database
 	path := filepath.Join(t.TempDir(), "results.json")
 	require.NoError(t, r.Save(path))
 	back, err := LoadResults(path)

@@ -2,10 +2,8 @@ package phases_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/internal/testutil"
@@ -43,24 +41,14 @@ func TestCapReadsOnlyTheUsersUnfinishedKeys(t *testing.T) {
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	for _, stmt := range []string{
-		`SET plan_cache_mode = force_generic_plan`,
-		// IdempotencyKeyInsert's cap, as it stands in its WHERE clause.
-		`PREPARE cap (bigint, int) AS
+	// IdempotencyKeyInsert's cap, as it stands in its WHERE clause.
+	testutil.GenericPlans(t, conn, `PREPARE cap (bigint, int) AS
 		 SELECT count(*) FROM (
 		     SELECT 1 FROM idempotency_keys
 		     WHERE user_id = $1 AND recovery_point <> 'finished'
 		     LIMIT $2
-		 ) AS unfinished`,
-	} {
-		_, err := conn.Exec(ctx, stmt)
-		require.NoError(t, err)
-	}
-	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE cap(1, 1000)`)
-	require.NoError(t, err)
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	plan := strings.Join(lines, "\n")
+		 ) AS unfinished`)
+	plan := testutil.Explain(t, conn, `EXECUTE cap(1, 1000)`)
 	require.Contains(t, plan, "idempotency_keys_user_id_lock_token_unfinished_idx", plan)
 	require.Contains(t, plan, "Index Cond: (user_id = $1)", plan)
 	require.NotContains(t, plan, "idempotency_keys_resumable_idx", plan)

@@ -224,6 +224,21 @@ func (s *Service) Do(t testing.TB, method, path, body string, headers ...string)
 	return ReadResponse(t, resp)
 }
 
+// Send sends req in the background, and gives the error the exchange ended
+// with (nil for any answer, whose body it closes) once it ends: for a test
+// that hangs up, through req's context, while the service works.
+func (s *Service) Send(req *http.Request) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		resp, err := s.Client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	return done
+}
+
 // ReadResponse reads resp whole and closes its body.
 func ReadResponse(t testing.TB, resp *http.Response) *Response {
 	t.Helper()

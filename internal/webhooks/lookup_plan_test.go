@@ -2,10 +2,8 @@ package webhooks_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/internal/testutil"
@@ -38,9 +36,8 @@ func TestEventLookupsReadOnlyUnresolvedIntents(t *testing.T) {
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	for _, stmt := range []string{
-		`SET plan_cache_mode = force_generic_plan`,
-		// The lookups' WHERE clauses, as they stand in db/queries/stripe_events.sql.
+	// The lookups' WHERE clauses, as they stand in db/queries/stripe_events.sql.
+	testutil.GenericPlans(t, conn,
 		`PREPARE payment (text, text) AS
 		 SELECT id FROM payments
 		 WHERE stripe_payment_intent_id = $1 OR (stripe_payment_intent_id IS NULL AND intent_id = $2)
@@ -48,20 +45,12 @@ func TestEventLookupsReadOnlyUnresolvedIntents(t *testing.T) {
 		`PREPARE refund (text, text) AS
 		 SELECT id FROM refunds
 		 WHERE stripe_refund_id = $1 OR (stripe_refund_id IS NULL AND intent_id = $2)
-		 ORDER BY (stripe_refund_id IS NOT NULL) DESC, id DESC LIMIT 1`,
-	} {
-		_, err := conn.Exec(ctx, stmt)
-		require.NoError(t, err)
-	}
+		 ORDER BY (stripe_refund_id IS NOT NULL) DESC, id DESC LIMIT 1`)
 	for _, c := range []struct{ stmt, byStripeID, byIntent, table string }{
 		{"payment", "payments_stripe_payment_intent_id_key", "payments_intent_id_unresolved_idx", "payments"},
 		{"refund", "refunds_stripe_refund_id_key", "refunds_intent_id_unresolved_idx", "refunds"},
 	} {
-		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE `+c.stmt+`('pi_x', 'x')`)
-		require.NoError(t, err)
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		plan := strings.Join(lines, "\n")
+		plan := testutil.Explain(t, conn, `EXECUTE `+c.stmt+`('pi_x', 'x')`)
 		require.Contains(t, plan, c.byStripeID, plan)
 		require.Contains(t, plan, c.byIntent, plan)
 		require.NotContains(t, plan, "Seq Scan on "+c.table, plan)
