@@ -53,3 +53,47 @@ func TestAnInterruptedIndexBuildIsBuiltAgain(t *testing.T) {
 	require.NotContains(t, names, "idempotency_keys_user_id_unfinished_idx")
 	require.NotContains(t, names, "idempotency_keys_unfinished_idx")
 }
+
+// TestAnInterruptedIntentIndexMigrationKeepsWhatItBuilt: migration 00017
+// builds the partial intent indexes concurrently and then drops the full
+// ones. Run again after an interruption, it must rebuild a new index that
+// an interrupted build left invalid, keep one that was built (dropping it
+// would leave the webhook's lookup without an index while it is rebuilt),
+// and finish dropping the old ones.
+func TestAnInterruptedIntentIndexMigrationKeepsWhatItBuilt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testutil.NewDB(t)
+	provider, sqlDB, err := db.Migrator(pool)
+	require.NoError(t, err)
+	defer sqlDB.Close()
+	_, err = provider.DownTo(ctx, 16)
+	require.NoError(t, err)
+
+	// Interrupted while building the refunds' index, after the payments'
+	// was built: one valid new index, one invalid, both old ones still there.
+	for _, stmt := range []string{
+		`CREATE INDEX payments_intent_id_unresolved_idx ON payments (intent_id) WHERE stripe_payment_intent_id IS NULL`,
+		`CREATE INDEX refunds_intent_id_unresolved_idx ON refunds (intent_id) WHERE stripe_refund_id IS NULL`,
+		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'refunds_intent_id_unresolved_idx'::regclass`,
+	} {
+		_, err := pool.Exec(ctx, stmt)
+		require.NoError(t, err)
+	}
+	oid := func(name string) (id uint32) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, name).Scan(&id))
+		return id
+	}
+	built, invalid := oid("payments_intent_id_unresolved_idx"), oid("refunds_intent_id_unresolved_idx")
+
+	_, err = provider.Up(ctx)
+	require.NoError(t, err)
+	require.Equal(t, built, oid("payments_intent_id_unresolved_idx"), "the valid index is kept, not rebuilt")
+	require.NotEqual(t, invalid, oid("refunds_intent_id_unresolved_idx"), "the invalid index is built again")
+	var invalids int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_index
+		WHERE indrelid IN ('payments'::regclass, 'refunds'::regclass) AND NOT indisvalid`).Scan(&invalids))
+	require.Zero(t, invalids)
+	require.Zero(t, oid("payments_intent_id_idx"), "the old indexes are gone")
+	require.Zero(t, oid("refunds_intent_id_idx"))
+}
