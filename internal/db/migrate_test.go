@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/internal/db"
@@ -19,26 +21,14 @@ import (
 func TestAnInterruptedIndexBuildIsBuiltAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testutil.NewDB(t)
-	provider, sqlDB, err := db.Migrator(pool)
-	require.NoError(t, err)
-	defer sqlDB.Close()
-	// Back to before 00016 (and every later migration).
-	_, err = provider.DownTo(ctx, 15)
-	require.NoError(t, err)
-
 	// What an interrupted CREATE INDEX CONCURRENTLY leaves.
-	for _, stmt := range []string{
+	pool, provider := interrupted(t, 16,
 		`CREATE INDEX idempotency_keys_user_id_lock_token_unfinished_idx
 		     ON idempotency_keys (user_id, lock_token) WHERE recovery_point <> 'finished'`,
 		`UPDATE pg_index SET indisvalid = false
-		 WHERE indexrelid = 'idempotency_keys_user_id_lock_token_unfinished_idx'::regclass`,
-	} {
-		_, err := pool.Exec(ctx, stmt)
-		require.NoError(t, err)
-	}
+		 WHERE indexrelid = 'idempotency_keys_user_id_lock_token_unfinished_idx'::regclass`)
 
-	_, err = provider.Up(ctx)
+	_, err := provider.Up(ctx)
 	require.NoError(t, err)
 	var invalid int
 	require.NoError(t, pool.QueryRow(ctx,
@@ -63,30 +53,19 @@ func TestAnInterruptedIndexBuildIsBuiltAgain(t *testing.T) {
 func TestAnInterruptedIntentIndexMigrationKeepsWhatItBuilt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testutil.NewDB(t)
-	provider, sqlDB, err := db.Migrator(pool)
-	require.NoError(t, err)
-	defer sqlDB.Close()
-	_, err = provider.DownTo(ctx, 16)
-	require.NoError(t, err)
-
 	// Interrupted while building the refunds' index, after the payments'
 	// was built: one valid new index, one invalid, both old ones still there.
-	for _, stmt := range []string{
+	pool, provider := interrupted(t, 17,
 		`CREATE INDEX payments_intent_id_unresolved_idx ON payments (intent_id) WHERE stripe_payment_intent_id IS NULL`,
 		`CREATE INDEX refunds_intent_id_unresolved_idx ON refunds (intent_id) WHERE stripe_refund_id IS NULL`,
-		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'refunds_intent_id_unresolved_idx'::regclass`,
-	} {
-		_, err := pool.Exec(ctx, stmt)
-		require.NoError(t, err)
-	}
+		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'refunds_intent_id_unresolved_idx'::regclass`)
 	oid := func(name string) (id uint32) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, name).Scan(&id))
 		return id
 	}
 	built, invalid := oid("payments_intent_id_unresolved_idx"), oid("refunds_intent_id_unresolved_idx")
 
-	_, err = provider.Up(ctx)
+	_, err := provider.Up(ctx)
 	require.NoError(t, err)
 	require.Equal(t, built, oid("payments_intent_id_unresolved_idx"), "the valid index is kept, not rebuilt")
 	require.NotEqual(t, invalid, oid("refunds_intent_id_unresolved_idx"), "the invalid index is built again")
@@ -96,4 +75,23 @@ func TestAnInterruptedIntentIndexMigrationKeepsWhatItBuilt(t *testing.T) {
 	require.Zero(t, invalids)
 	require.Zero(t, oid("payments_intent_id_idx"), "the old indexes are gone")
 	require.Zero(t, oid("refunds_intent_id_idx"))
+}
+
+// interrupted is a database migrated back to before version (undoing every
+// later migration too), where stmts then leave what an interrupted run of
+// version would, and the provider that runs the migrations up again.
+func interrupted(t *testing.T, version int64, stmts ...string) (*pgxpool.Pool, *goose.Provider) {
+	t.Helper()
+	ctx := context.Background()
+	pool := testutil.NewDB(t)
+	provider, sqlDB, err := db.Migrator(pool)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	_, err = provider.DownTo(ctx, version-1)
+	require.NoError(t, err)
+	for _, stmt := range stmts {
+		_, err := pool.Exec(ctx, stmt)
+		require.NoError(t, err)
+	}
+	return pool, provider
 }
