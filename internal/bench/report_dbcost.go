@@ -72,6 +72,33 @@ func dbCostSection(b *strings.Builder, r *Results) {
 	w("\n")
 	if f != nil {
 		fullPageNote(w, e.Costs, r.Filled)
+		filledReplayNote(w, e, r.Filled)
+	}
+}
+
+// filledReplayNote explains, with its figures, filled replays that fall
+// short of the empty database's: whether the bare service, whose replay is
+// the one indexed read and nothing else, fell as far, and what the read
+// came to cost the database.
+func filledReplayNote(w func(string, ...any), empty Point, fill *Filled) {
+	ec, fc := empty.Costs.Replay, fill.Costs.Replay
+	if ec == nil || fc == nil || empty.Replay.Throughput <= 0 || empty.BareReplay.Throughput <= 0 {
+		return
+	}
+	service := fill.Replay.Throughput / empty.Replay.Throughput
+	bare := fill.BareReplay.Throughput / empty.BareReplay.Throughput
+	if service >= FilledRatio {
+		return
+	}
+	w("Replays of filled keys kept %s of the empty database's throughput, and the bare service's %s of its own.\n",
+		percent(service, 1), percent(bare, 1))
+	w("A replay's one indexed read found %.1f buffers instead of %.1f (a deeper index, and the key's row one of\n", fc.BlocksHit, ec.BlocksHit)
+	w("millions) and spent %.3f ms in its statement instead of %.3f, with %.2f blocks read from outside the pool.\n",
+		fc.ExecMs, ec.ExecMs, fc.BlocksRead)
+	if bare <= service+0.03 {
+		w("That is the database's cost at this size: the bare service, which does nothing else, pays it as the\nservice does.\n\n")
+	} else {
+		w("The bare service lost less: the rest of the service's loss is its own.\n\n")
 	}
 }
 
