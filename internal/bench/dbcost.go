@@ -74,14 +74,7 @@ func (c *sideCost) cost() *DBCost {
 	}
 	var sum statementStats
 	for _, st := range c.delta {
-		sum.calls += st.calls
-		sum.totalMs += st.totalMs
-		sum.blocksHit += st.blocksHit
-		sum.blocksRead += st.blocksRead
-		sum.blocksDirtied += st.blocksDirtied
-		sum.blocksWritten += st.blocksWritten
-		sum.walFPI += st.walFPI
-		sum.walBytes += st.walBytes
+		sum = sum.plus(st, 1)
 	}
 	n := float64(c.requests)
 	return &DBCost{

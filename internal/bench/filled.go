@@ -189,19 +189,10 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 		return err
 	}
 	if cfg.PGBench != nil {
-		before, err := statements.Snapshot(ctx)
+		c, err := m.ceiling(ctx, "fresh.sql", &sums.freshSQL)
 		if err != nil {
 			return err
 		}
-		c, err := m.ceiling(ctx, "fresh.sql")
-		if err != nil {
-			return err
-		}
-		after, err := statements.Snapshot(ctx)
-		if err != nil {
-			return err
-		}
-		sums.freshSQL.add(before, after, c.Transactions)
 		f.FreshCeiling = &c
 	}
 	// Before each replay run, a vacuum and one pass over the keys the

@@ -144,17 +144,34 @@ func (m *measurer) measure(ctx context.Context, sc Scenario) (measured, error) {
 }
 
 // ceiling runs a pgbench script, once more when it finished nothing at all
-// (a stall of the machine longer than the run).
-func (m *measurer) ceiling(ctx context.Context, script string) (Ceiling, error) {
+// (a stall of the machine longer than the run). With a cost, it reads
+// pg_stat_statements right before and after (two readings: Readings each)
+// and adds the script's statements and transactions to it.
+func (m *measurer) ceiling(ctx context.Context, script string, cost *sideCost) (Ceiling, error) {
+	var before snapshot
+	if cost != nil {
+		var err error
+		if before, err = m.statements.Snapshot(ctx); err != nil {
+			return Ceiling{}, err
+		}
+	}
 	c, err := m.cfg.PGBench.Run(ctx, filepath.Join(m.cfg.Scripts, script), m.conns)
 	if errors.Is(err, errNothingProcessed) {
 		logf(m.cfg.Log, "  %v; running it again", err)
 		c, err = m.cfg.PGBench.Run(ctx, filepath.Join(m.cfg.Scripts, script), m.conns)
 	}
-	if err == nil {
-		logf(m.cfg.Log, "  %-15s %8.1f/s  p50 %7.2f ms  p99 %7.2f ms", script, c.TPS, c.P50, c.P99)
+	if err != nil {
+		return c, err
 	}
-	return c, err
+	logf(m.cfg.Log, "  %-15s %8.1f/s  p50 %7.2f ms  p99 %7.2f ms", script, c.TPS, c.P50, c.P99)
+	if cost != nil {
+		after, err := m.statements.Snapshot(ctx)
+		if err != nil {
+			return c, err
+		}
+		cost.add(before, after, c.Transactions)
+	}
+	return c, nil
 }
 
 // point measures, in this order: the bare service's fresh payments, the
@@ -254,16 +271,9 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	logf(m.cfg.Log, "  commits         %s phase commits, %s writing transactions, %.2f transactions per payment",
 		phaseCommits(p.Commits), writing(p.Commits), p.Commits.XactPerPayment)
 
-	if before, err = st.Snapshot(ctx); err != nil {
+	if p.FreshCeiling, err = m.ceiling(ctx, "fresh.sql", &sums.freshSQL); err != nil {
 		return p, nil, err
 	}
-	if p.FreshCeiling, err = m.ceiling(ctx, "fresh.sql"); err != nil {
-		return p, nil, err
-	}
-	if after, err = st.Snapshot(ctx); err != nil {
-		return p, nil, err
-	}
-	sums.freshSQL.add(before, after, p.FreshCeiling.Transactions)
 	calibrated, err := w.AfterExit(ctx)
 	if err != nil {
 		return p, nil, err
@@ -299,7 +309,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if p.Replay, p.BareReplay, err = m.runPair(serviceReplays, bareReplays); err != nil {
 		return p, nil, err
 	}
-	if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql"); err != nil {
+	if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql", nil); err != nil {
 		return p, nil, err
 	}
 	p.Costs = sums.costs()

@@ -111,18 +111,23 @@ func addDelta(sum, a, b snapshot) {
 		if st.calls == prev.calls {
 			continue
 		}
-		acc := sum[id]
+		acc := sum[id].plus(st, 1).plus(prev, -1)
 		acc.query = st.query
-		acc.calls += st.calls - prev.calls
-		acc.totalMs += st.totalMs - prev.totalMs
-		acc.blocksHit += st.blocksHit - prev.blocksHit
-		acc.blocksRead += st.blocksRead - prev.blocksRead
-		acc.blocksDirtied += st.blocksDirtied - prev.blocksDirtied
-		acc.blocksWritten += st.blocksWritten - prev.blocksWritten
-		acc.walFPI += st.walFPI - prev.walFPI
-		acc.walBytes += st.walBytes - prev.walBytes
 		sum[id] = acc
 	}
+}
+
+// plus is s with sign times b's counters added (its query is s's).
+func (s statementStats) plus(b statementStats, sign int64) statementStats {
+	s.calls += sign * b.calls
+	s.totalMs += float64(sign) * b.totalMs
+	s.blocksHit += sign * b.blocksHit
+	s.blocksRead += sign * b.blocksRead
+	s.blocksDirtied += sign * b.blocksDirtied
+	s.blocksWritten += sign * b.blocksWritten
+	s.walFPI += sign * b.walFPI
+	s.walBytes += sign * b.walBytes
+	return s
 }
 
 // commits counts COMMIT statements in a delta.
