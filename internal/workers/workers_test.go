@@ -47,8 +47,10 @@ func setup(t *testing.T, opts testutil.ServiceOptions) *testBundle {
 	t.Helper()
 	// The periodic completer of the service itself runs rarely here (once
 	// on start); tests run the worker directly, which waits for any other
-	// run to end first.
+	// run to end first. So does its reaper, which waits for no one: a test
+	// of it waits for that run first (reaperRan).
 	opts.Workers.Completer.Interval = time.Hour
+	opts.Workers.Reaper.Interval = time.Hour
 	svc := testutil.StartService(t, opts)
 	_, apiKey := svc.NewUser(t)
 	return &testBundle{
@@ -96,6 +98,20 @@ func (b *testBundle) count(t *testing.T, sql string, args ...any) int {
 	var n int
 	require.NoError(t, b.svc.Pool.QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
+}
+
+// reaperRan waits until the service's own reaper has finished the run it
+// makes on start, which River's leader election can delay by seconds: keys
+// a test ages before then could be reaped by that run, or locked by it and
+// skipped by the worker the test runs.
+func (b *testBundle) reaperRan(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var n int
+		err := b.svc.Pool.QueryRow(context.Background(),
+			"SELECT count(*) FROM river_job WHERE kind = 'reaper' AND state = 'completed'").Scan(&n)
+		return err == nil && n > 0
+	}, 30*time.Second, 20*time.Millisecond, "the service's reaper never ran on start")
 }
 
 // lazy formats as what f returns when it is formatted: for a message
@@ -257,6 +273,7 @@ func TestReaperSparesUnfinishedKeysAndKeepsPayments(t *testing.T) {
 	require.Equal(t, http.StatusCreated, b.svc.PostPayment(t, b.apiKey, "recent", visa).Status)
 	b.svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500})
 	require.Equal(t, http.StatusServiceUnavailable, b.svc.PostPayment(t, b.apiKey, "unfinished", visa).Status)
+	b.reaperRan(t)
 	b.exec(t, "UPDATE idempotency_keys SET created_at = now() - interval '3 days', finished_at = now() - interval '2 days' WHERE idempotency_key LIKE 'old%'")
 	b.exec(t, "UPDATE idempotency_keys SET created_at = now() - interval '3 days' WHERE idempotency_key = 'unfinished'")
 
@@ -294,6 +311,7 @@ func TestReaperDeletesExpiredTombstones(t *testing.T) {
 	for i := range 5 {
 		require.Equal(t, http.StatusCreated, b.svc.PostPayment(t, b.apiKey, fmt.Sprintf("k%d", i), visa).Status)
 	}
+	b.reaperRan(t)
 	b.exec(t, "UPDATE idempotency_keys SET finished_at = now() - interval '2 days'")
 	reaper := &workers.ReaperWorker{Pool: b.svc.Pool, Config: workers.ReaperConfig{BatchSize: 2}, Log: testutil.Logger(t)}
 	reaped, err := reaper.RunOnce(context.Background())
