@@ -175,7 +175,8 @@ if [ -n "${BENCH_PROFILE:-}" ]; then
 fi
 say "starting the Stripe emulator on $emulator_addr, paymentsd on $service_addr and the bare service on $bare_addr (logs in .tmp/bench)"
 bin/paymentsd stripefake --addr "$emulator_addr" 2>"$work/stripefake.log" &
-pids+=($!)
+emulator_pid=$!
+pids+=($emulator_pid)
 bin/paymentsd-bench wait -url "http://$emulator_addr/_fake/stats" -timeout 30s
 
 # start_service [VAR=value…] starts paymentsd serve (its log appended to
@@ -235,7 +236,7 @@ bin/paymentsd-bench run \
   -users "$users" -conns "$conns" -duration "$duration" \
   -pgbench "$(command -v pgbench)" -scripts bench/pgbench "${profile_args[@]}" \
   -json "$work/results.json" -md "$md" -svg "$svg" \
-  -command "$command"
+  -pids "service=$service_pid,bare=$bare_pid,emulator=$emulator_pid" -command "$command"
 
 if [ -n "$fill" ]; then
   # Fill drops the indexes and builds them again: nothing may use the
@@ -250,7 +251,8 @@ if [ -n "$fill" ]; then
   bin/paymentsd-bench run-filled -json "$work/results.json" \
     -service "http://$service_addr" -bare "http://$bare_addr" -db-url "$bench_url" \
     -users "$users" -duration "$duration" -reaper-interval "$reaper_interval" \
-    -pgbench "$(command -v pgbench)" -scripts bench/pgbench -md "$md" -svg "$svg"
+    -pgbench "$(command -v pgbench)" -scripts bench/pgbench -md "$md" -svg "$svg" \
+    -pids "service=$service_pid,bare=$bare_pid,emulator=$emulator_pid"
 fi
 
 # Both services must have survived the run.

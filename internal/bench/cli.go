@@ -127,6 +127,7 @@ func runCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 	fs.StringVar(&cfg.PGBench.Path, "pgbench", "pgbench", "pgbench binary")
 	fs.StringVar(&cfg.Scripts, "scripts", "bench/pgbench", "directory of fresh.sql and replay.sql")
 	fs.StringVar(&cfg.Command, "command", "make bench", "the command to show in the report")
+	processesFlag(fs, &cfg.Processes)
 	if fs.Parse(args) != nil || fs.NArg() > 0 || cfg.ServiceURL == "" || cfg.BareURL == "" || cfg.EmulatorURL == "" ||
 		cfg.AdminURL == "" || cfg.BenchURL == "" || *users == "" || *duration <= 0 || cfg.SlowConns < 0 || cfg.SlowLatency <= 0 {
 		return errUsage
@@ -229,6 +230,7 @@ func runFilledCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, 
 	fs.StringVar(&cfg.BareURL, "bare", "", "base URL of the bare service (paymentsd-bare)")
 	fs.StringVar(&cfg.BenchURL, "db-url", "", "URL of the bench database")
 	fs.StringVar(&cfg.Scripts, "scripts", "bench/pgbench", "directory of fresh.sql")
+	processesFlag(fs, &cfg.Processes)
 	fs.DurationVar(&cfg.ReaperInterval, "reaper-interval", 5*time.Second, "the service's PAYMENTSD_REAPER_INTERVAL")
 	fs.DurationVar(&cfg.KeyRetention, "key-retention", 24*time.Hour, "the service's PAYMENTSD_KEY_RETENTION")
 	fs.DurationVar(&cfg.CatchUp, "catch-up", 5*time.Minute, "how long to wait for the reaper to work off the fill's backlog")
@@ -298,4 +300,13 @@ func parseConns(s string) ([]int, error) {
 		conns = append(conns, n)
 	}
 	return conns, nil
+}
+
+// processesFlag defines -pids, parsed into p: the process ids whose CPU
+// time each run reads.
+func processesFlag(fs *flag.FlagSet, p *Processes) {
+	fs.Func("pids", "process ids whose CPU time each run reads: service=PID,bare=PID,emulator=PID", func(s string) (err error) {
+		*p, err = ParseProcesses(s)
+		return err
+	})
 }

@@ -37,21 +37,30 @@ type DBCost struct {
 	WALBytes       float64 `json:"wal_bytes"`
 }
 
-// Costs are a point's DBCost by side; each nil when pg_stat_statements was
-// not used.
-type Costs struct {
-	Fresh      *DBCost `json:"fresh,omitempty"`
-	BareFresh  *DBCost `json:"bare_fresh,omitempty"`
-	FreshSQL   *DBCost `json:"fresh_sql,omitempty"`
-	Replay     *DBCost `json:"replay,omitempty"`
-	BareReplay *DBCost `json:"bare_replay,omitempty"`
+// Sides are a point's figures by side of its runs; each nil when it was
+// not measured.
+type Sides[T any] struct {
+	Fresh      *T `json:"fresh,omitempty"`
+	BareFresh  *T `json:"bare_fresh,omitempty"`
+	FreshSQL   *T `json:"fresh_sql,omitempty"`
+	Replay     *T `json:"replay,omitempty"`
+	BareReplay *T `json:"bare_replay,omitempty"`
 }
 
+// Costs are a point's DBCost by side; each nil when pg_stat_statements was
+// not used.
+type Costs = Sides[DBCost]
+
+// CPUCosts are a point's CPUCost by side; each nil when /proc could not
+// be read.
+type CPUCosts = Sides[CPUCost]
+
 // sideCost sums the statements of one side's runs and the requests they
-// answered.
+// answered, and the machine's CPU time over them.
 type sideCost struct {
 	delta    snapshot
 	requests int
+	cpu      cpuSum
 }
 
 // add adds the statements run between a and b, and the requests answered
@@ -65,6 +74,14 @@ func (c *sideCost) add(a, b snapshot, requests int) {
 	}
 	addDelta(c.delta, a, b)
 	c.requests += requests
+}
+
+// addCPU adds the CPU time used between a and b, and the requests
+// answered meanwhile; nothing when either is missing or c is nil.
+func (c *sideCost) addCPU(a, b *cpuReading, requests int) {
+	if c != nil {
+		c.cpu.add(a, b, requests)
+	}
 }
 
 // cost is the sum per request; nil when nothing was counted.
@@ -92,11 +109,21 @@ type costSums struct {
 
 // costs is what the sums come to; nil when nothing was counted.
 func (s *costSums) costs() *Costs {
-	c := &Costs{
-		Fresh: s.fresh.cost(), BareFresh: s.bareFresh.cost(), FreshSQL: s.freshSQL.cost(),
-		Replay: s.replay.cost(), BareReplay: s.bareReplay.cost(),
+	return sidesOf(s, (*sideCost).cost)
+}
+
+// cpuCosts is what the CPU time comes to; nil when none was read.
+func (s *costSums) cpuCosts() *CPUCosts {
+	return sidesOf(s, func(c *sideCost) *CPUCost { return c.cpu.cost() })
+}
+
+// sidesOf is of applied to each side's sum; nil when it gives nothing.
+func sidesOf[T any](s *costSums, of func(*sideCost) *T) *Sides[T] {
+	c := &Sides[T]{
+		Fresh: of(&s.fresh), BareFresh: of(&s.bareFresh), FreshSQL: of(&s.freshSQL),
+		Replay: of(&s.replay), BareReplay: of(&s.bareReplay),
 	}
-	if *c == (Costs{}) {
+	if *c == (Sides[T]{}) {
 		return nil
 	}
 	return c

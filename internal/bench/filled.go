@@ -81,7 +81,10 @@ type FilledConfig struct {
 	CatchUp time.Duration
 	// ReplayKeys is how many filled keys the replays cycle over.
 	ReplayKeys int
-	Log        io.Writer
+	// Processes are as in Config: the services' (started again) and the
+	// emulator's process ids.
+	Processes Processes
+	Log       io.Writer
 }
 
 // RunFilled measures the filled point that RecordFill prepared in res:
@@ -159,7 +162,7 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 	statements, status := EnableStatements(ctx, cfg.BenchURL)
 	defer statements.Close(ctx)
 	logf(cfg.Log, "  pg_stat_statements: %s", status)
-	m := measurer{cfg: Config{BenchURL: cfg.BenchURL, Duration: cfg.Duration, Warmup: cfg.Warmup, PGBench: cfg.PGBench, Scripts: cfg.Scripts, Log: cfg.Log},
+	m := measurer{cfg: Config{BenchURL: cfg.BenchURL, Duration: cfg.Duration, Warmup: cfg.Warmup, PGBench: cfg.PGBench, Scripts: cfg.Scripts, Processes: cfg.Processes, Log: cfg.Log},
 		statements: statements, conns: f.Conns}
 	var sums costSums
 	// What the fill leaves is a database no service has run on: beyond the
@@ -216,7 +219,7 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 	if f.Replay, f.BareReplay, err = m.runPair(serviceReplays, bareReplays); err != nil {
 		return err
 	}
-	f.Costs = sums.costs()
+	f.Costs, f.CPU = sums.costs(), sums.cpuCosts()
 	if cpErr == nil {
 		var cpAfter checkpointReading
 		if cpAfter, cpErr = readCheckpoint(ctx, cfg.BenchURL); cpErr == nil {

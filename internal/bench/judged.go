@@ -33,18 +33,21 @@ func (m *measurer) vacuumedRun(ctx context.Context, sc Scenario, cost *sideCost,
 	return m.observe(ctx, sc, cost, top)
 }
 
-// observe runs a scenario once, reading pg_stat_statements right before
-// and after it, and adds the statements it ran to cost and to top (either
-// may be nil; without pg_stat_statements nothing is added).
+// observe runs a scenario once, reading pg_stat_statements and the
+// machine's CPU time right before and after it, and adds the statements it
+// ran to cost and to top (either may be nil; without pg_stat_statements
+// nothing is added), and the CPU time to cost.
 func (m *measurer) observe(ctx context.Context, sc Scenario, cost *sideCost, top snapshot) (measured, error) {
 	before, err := m.statements.Snapshot(ctx)
 	if err != nil {
 		return measured{}, err
 	}
+	cpuBefore := m.readCPU()
 	s, err := m.measure(ctx, sc)
 	if err != nil {
 		return s, err
 	}
+	cpuAfter := m.readCPU()
 	after, err := m.statements.Snapshot(ctx)
 	if err != nil {
 		return s, err
@@ -56,6 +59,7 @@ func (m *measurer) observe(ctx context.Context, sc Scenario, cost *sideCost, top
 		addDelta(top, before, after)
 	}
 	cost.add(before, after, s.Total)
+	cost.addCPU(cpuBefore, cpuAfter, s.Total)
 	return s, nil
 }
 

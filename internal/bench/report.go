@@ -47,6 +47,7 @@ func Markdown(r *Results, svgPath string) string {
 
 	commitSection(&b, r)
 	profileSection(&b, r)
+	cpuCostSection(&b, r)
 	statementSection(&b, r)
 
 	w("## Method\n\n")
@@ -64,6 +65,10 @@ func Markdown(r *Results, svgPath string) string {
 	w("  are written as plain code writes them (`pgx.BeginFunc`: BEGIN and COMMIT each a round trip of its\n")
 	w("  own); the service sends BEGIN with a transaction's first statement (`internal/db/lazytx.go`), two\n")
 	w("  round trips a payment fewer, which is one of the ways it makes up for the work the bare skips.\n")
+	w("- **The service** runs as `make run` serves it but for two settings: `PAYMENTSD_RATE_LIMIT=0`, since\n")
+	w("  the benchmark's few users send far more than any one client should, and `PAYMENTSD_LOG_LEVEL=warn`:\n")
+	w("  its one access-log line per request, at info, is not written (the bare writes none either), while\n")
+	w("  each request's logger, carrying its id, is still made: the profiles count it under logging.\n")
 	w("- **Emulator alone** posts a charge (`amount=2000&currency=usd&payment_method=pm_card_visa&confirm=true`,\n")
 	w("  `Authorization: Bearer sk_test_x`, a new Idempotency-Key each) straight to the emulator's\n")
 	w("  `/v1/payment_intents`: the part of a fresh payment that is not ours.\n")

@@ -23,53 +23,14 @@ func dbCostSection(b *strings.Builder, r *Results) {
 	w("the shared buffers found in the pool, read into it (from the kernel's cache or the disk) and changed, and the\n")
 	w("write-ahead log made, with the whole pages in it (full-page images: the first change of a page after a\n")
 	w("checkpoint goes into the log whole). ")
-	if f != nil {
-		w("Each cell is the empty database's figure, then the filled one's.\n\n")
-	} else {
-		w("\n\n")
-	}
-	w("| runs | ms in statements | blocks found | blocks read | blocks changed | full-page images | WAL |\n")
-	w("|---|--:|--:|--:|--:|--:|--:|\n")
-	sides := []struct {
-		name string
-		of   func(*Costs) *DBCost
-	}{
-		{"service fresh", func(c *Costs) *DBCost { return c.Fresh }},
-		{"bare fresh", func(c *Costs) *DBCost { return c.BareFresh }},
-		{"fresh.sql", func(c *Costs) *DBCost { return c.FreshSQL }},
-		{"service replays", func(c *Costs) *DBCost { return c.Replay }},
-		{"bare replays", func(c *Costs) *DBCost { return c.BareReplay }},
-	}
-	for _, s := range sides {
-		ec := s.of(e.Costs)
-		var fc *DBCost
-		if f != nil {
-			fc = s.of(f)
-		}
-		if ec == nil && fc == nil {
-			continue
-		}
-		cell := func(v func(*DBCost) float64, format string) string {
-			one := func(c *DBCost) string {
-				if c == nil {
-					return "–"
-				}
-				return fmt.Sprintf(format, v(c))
-			}
-			if f == nil {
-				return one(ec)
-			}
-			return one(ec) + " → " + one(fc)
-		}
-		w("| %s | %s | %s | %s | %s | %s | %s |\n", s.name,
-			cell(func(c *DBCost) float64 { return c.ExecMs }, "%.2f"),
-			cell(func(c *DBCost) float64 { return c.BlocksHit }, "%.0f"),
-			cell(func(c *DBCost) float64 { return c.BlocksRead }, "%.2f"),
-			cell(func(c *DBCost) float64 { return c.BlocksDirtied }, "%.2f"),
-			cell(func(c *DBCost) float64 { return c.FullPageImages }, "%.2f"),
-			cell(func(c *DBCost) float64 { return c.WALBytes / 1024 }, "%.1f KiB"))
-	}
-	w("\n")
+	sideTable(w, e.Costs, f, []sideColumn[DBCost]{
+		{"ms in statements", "%.2f", func(c *DBCost) float64 { return c.ExecMs }},
+		{"blocks found", "%.0f", func(c *DBCost) float64 { return c.BlocksHit }},
+		{"blocks read", "%.2f", func(c *DBCost) float64 { return c.BlocksRead }},
+		{"blocks changed", "%.2f", func(c *DBCost) float64 { return c.BlocksDirtied }},
+		{"full-page images", "%.2f", func(c *DBCost) float64 { return c.FullPageImages }},
+		{"WAL", "%.1f KiB", func(c *DBCost) float64 { return c.WALBytes / 1024 }},
+	})
 	if f != nil {
 		fullPageNote(w, e.Costs, r.Filled)
 		filledReplayNote(w, e, r.Filled)
@@ -133,4 +94,63 @@ func fullPageNote(w func(string, ...any), empty *Costs, fill *Filled) {
 	w("it changes after), so averaged over a checkpoint interval a service at this size pays less than runs\n")
 	w("this close to one do. It is the database's cost: the bare service's and fresh.sql's as much as the\n")
 	w("service's.\n\n")
+}
+
+// sideColumn is a column of a sideTable: its heading, and its figure of a
+// side, formatted.
+type sideColumn[T any] struct {
+	heading, format string
+	of              func(*T) float64
+}
+
+// sideTable ends the paragraph before it, saying how to read the cells,
+// and writes a table of a point's sides, a row each for those measured:
+// each cell the empty database's figure and, when filled is not nil, an
+// arrow to the filled one's.
+func sideTable[T any](w func(string, ...any), empty, filled *Sides[T], columns []sideColumn[T]) {
+	if filled != nil {
+		w("Each cell is the empty database's figure, then the filled one's.")
+	}
+	w("\n\n| runs |")
+	for _, c := range columns {
+		w(" %s |", c.heading)
+	}
+	w("\n|---|%s\n", strings.Repeat("--:|", len(columns)))
+	for _, s := range sideNames {
+		ec, fc := sideOf(empty, s.side), sideOf(filled, s.side)
+		if ec == nil && fc == nil {
+			continue
+		}
+		w("| %s |", s.name)
+		for _, c := range columns {
+			one := func(v *T) string {
+				if v == nil {
+					return "–"
+				}
+				return fmt.Sprintf(c.format, c.of(v))
+			}
+			if filled == nil {
+				w(" %s |", one(ec))
+			} else {
+				w(" %s → %s |", one(ec), one(fc))
+			}
+		}
+		w("\n")
+	}
+	w("\n")
+}
+
+// sideNames are the sides of a point, by sideOf's numbering, in the order
+// the tables show them.
+var sideNames = []struct {
+	name string
+	side int
+}{{"service fresh", 0}, {"bare fresh", 1}, {"fresh.sql", 2}, {"service replays", 3}, {"bare replays", 4}}
+
+// sideOf is side i of s (sideNames); nil when s is.
+func sideOf[T any](s *Sides[T], i int) *T {
+	if s == nil {
+		return nil
+	}
+	return [...]*T{s.Fresh, s.BareFresh, s.FreshSQL, s.Replay, s.BareReplay}[i]
 }

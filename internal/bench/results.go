@@ -104,6 +104,9 @@ type Point struct {
 	// Costs is what each side's runs cost the database per request, from
 	// pg_stat_statements; nil without it.
 	Costs *Costs `json:"db_cost,omitempty"`
+	// CPU is what each side's runs cost the machine's CPUs per request, by
+	// process, from /proc; nil without it.
+	CPU *CPUCosts `json:"cpu_cost,omitempty"`
 }
 
 // Slow is the slow-processor point.

@@ -46,6 +46,9 @@ type Filled struct {
 	// Costs is what each side's runs cost the database per request, as
 	// at the empty database's point (Point.Costs).
 	Costs *Costs `json:"db_cost,omitempty"`
+	// CPU is what each side's runs cost the machine's CPUs per request,
+	// as at the empty database's point (Point.CPU).
+	CPU *CPUCosts `json:"cpu_cost,omitempty"`
 	// Checkpoints is where the measured runs fell in the server's
 	// checkpoint cycle; nil when it could not be read.
 	Checkpoints *Checkpoints `json:"checkpoints,omitempty"`

@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -39,6 +37,9 @@ type Config struct {
 	// Profiler, when set, profiles the service's fresh and replay runs at
 	// TargetConns connections; BareProfiler the bare service's.
 	Profiler, BareProfiler *Profiler
+	// Processes are the process ids of the service, the bare service and
+	// the emulator, whose CPU time each run reads (proccpu.go).
+	Processes Processes
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -110,70 +111,6 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	return res, nil
 }
 
-// measurer measures one connection count.
-type measurer struct {
-	cfg        Config
-	watcher    *Watcher
-	statements *Statements
-	wal        *WAL
-	noise      Noise
-	conns      int
-}
-
-// load runs a scenario once and returns its Load (see measure).
-func (m *measurer) load(ctx context.Context, sc Scenario) (Load, error) {
-	s, err := m.measure(ctx, sc)
-	return s.Load, err
-}
-
-// measure runs a scenario once, logs its figures, and fails when nothing
-// succeeded.
-func (m *measurer) measure(ctx context.Context, sc Scenario) (measured, error) {
-	s, err := loadRun{conns: m.conns, warmup: m.cfg.Warmup, window: m.cfg.Duration}.Run(ctx, sc)
-	if err != nil {
-		return s, err
-	}
-	if s.Total == 0 {
-		return s, fmt.Errorf("%s at %d connections: no successful request (non-2xx %v, %d unexpected, %d transport errors)",
-			sc.Name, m.conns, s.NonOK, s.Unexpected, s.Errors)
-	}
-	s.name = sc.Name
-	logf(m.cfg.Log, "  %-15s %8.1f/s  p50 %7.2f ms  p99 %7.2f ms  non-2xx %v  errors %d",
-		sc.Name, s.Throughput, s.P50, s.P99, s.NonOK, s.Errors+s.Unexpected)
-	return s, nil
-}
-
-// ceiling runs a pgbench script, once more when it finished nothing at all
-// (a stall of the machine longer than the run). With a cost, it reads
-// pg_stat_statements right before and after (two readings: Readings each)
-// and adds the script's statements and transactions to it.
-func (m *measurer) ceiling(ctx context.Context, script string, cost *sideCost) (Ceiling, error) {
-	var before snapshot
-	if cost != nil {
-		var err error
-		if before, err = m.statements.Snapshot(ctx); err != nil {
-			return Ceiling{}, err
-		}
-	}
-	c, err := m.cfg.PGBench.Run(ctx, filepath.Join(m.cfg.Scripts, script), m.conns)
-	if errors.Is(err, errNothingProcessed) {
-		logf(m.cfg.Log, "  %v; running it again", err)
-		c, err = m.cfg.PGBench.Run(ctx, filepath.Join(m.cfg.Scripts, script), m.conns)
-	}
-	if err != nil {
-		return c, err
-	}
-	logf(m.cfg.Log, "  %-15s %8.1f/s  p50 %7.2f ms  p99 %7.2f ms", script, c.TPS, c.P50, c.P99)
-	if cost != nil {
-		after, err := m.statements.Snapshot(ctx)
-		if err != nil {
-			return c, err
-		}
-		cost.add(before, after, c.Transactions)
-	}
-	return c, nil
-}
-
 // point measures, in this order: the bare service's fresh payments, the
 // emulator alone, the service's fresh payments, the fresh.sql ceiling, the
 // service's replays, the bare service's replays and the replay.sql ceiling.
@@ -237,10 +174,12 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if err != nil {
 		return p, nil, err
 	}
+	cpuBefore := m.readCPU()
 	fresh, err := m.measure(ctx, FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users))
 	if err != nil {
 		return p, nil, err
 	}
+	sums.fresh.addCPU(cpuBefore, m.readCPU(), fresh.Total)
 	after, err := st.Snapshot(ctx)
 	if err != nil {
 		return p, nil, err
@@ -312,7 +251,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql", nil); err != nil {
 		return p, nil, err
 	}
-	p.Costs = sums.costs()
+	p.Costs, p.CPU = sums.costs(), sums.cpuCosts()
 	if profiles, err = m.profiledRuns(ctx); err != nil {
 		return p, nil, err
 	}
