@@ -107,7 +107,7 @@ bench-fill: build
 # Go micro-benchmarks: compare runs with benchstat.
 BENCHTIME ?= 1s
 bench-go:
-	scripts/with-postgres.sh $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./internal/idempotency ./internal/phases/payments ./internal/api
+	scripts/with-postgres.sh $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./internal/idempotency ./internal/phases/payments ./internal/metrics ./internal/api
 
 # CHAOS_DURATION=45s is the short form; CHAOS_DURATION=10m the long one.
 chaos: build

@@ -110,10 +110,9 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 		return
 	}
 	logRecoveryPoint(r, err)
-	outcomes := s.metrics.IdempotencyOutcomes
 	if err != nil {
 		f := classifyFor(r, err)
-		outcomes.WithLabelValues(ep.Flow.Name, f.outcome).Inc()
+		s.metrics.Outcome(ep.Flow.Name, f.outcome)
 		f.write(w, r, err)
 		return
 	}
@@ -121,7 +120,7 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	if res.Replayed {
 		outcome = metrics.OutcomeReplayed
 	}
-	outcomes.WithLabelValues(ep.Flow.Name, outcome).Inc()
+	s.metrics.Outcome(ep.Flow.Name, outcome)
 	writeStored(w, res)
 }
 

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -36,8 +35,7 @@ func (s *Server) accessLog(routes chi.Router) http.Handler {
 		}
 		took := time.Since(start)
 		status := st.writer.Status()
-		s.metrics.HTTPRequests.WithLabelValues(route, methodLabel(r.Method), strconv.Itoa(status)).Inc()
-		s.metrics.HTTPDuration.WithLabelValues(route).Observe(took.Seconds())
+		s.metrics.ObserveRequest(route, methodLabel(r.Method), status, took)
 		zerolog.Ctx(r.Context()).Info().
 			Str("method", r.Method).
 			Str("route", route).

@@ -55,6 +55,8 @@ type Metrics struct {
 	ReapedKeys          prometheus.Counter
 	Receipts            *prometheus.CounterVec
 	WebhookEvents       *prometheus.CounterVec
+
+	series series // the HTTP layer's series, resolved once (series.go)
 }
 
 // New registers the metrics, plus gauges read from pool at scrape time:
