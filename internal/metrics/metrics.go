@@ -44,6 +44,9 @@ const (
 type Metrics struct {
 	Registry *prometheus.Registry
 
+	// HTTPRequests, HTTPDuration and IdempotencyOutcomes are counted into
+	// through ObserveRequest and Outcome, which keep the series they
+	// resolve (series.go): never Reset them or Delete from them.
 	HTTPRequests        *prometheus.CounterVec
 	HTTPDuration        *prometheus.HistogramVec
 	IdempotencyOutcomes *prometheus.CounterVec

@@ -8,8 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Every request records three labelled series: its count and its duration
-// by route, and its idempotency outcome by flow. Resolving a series by its
+// An idempotent request records three labelled series: its count by route,
+// method and status, its duration by route, and its outcome by flow (any
+// other request, the first two). Resolving a series by its
 // label values (WithLabelValues) hashes them, checks that each is valid
 // UTF-8 and looks the series up under a read lock that every core writes
 // to; on a replay, which answers in a few tens of µs, that came to about
@@ -17,7 +18,8 @@ import (
 // in sync.Maps, whose reads write nothing shared and, with these keys,
 // allocate nothing. The label sets are bounded by the callers (route
 // patterns, the methods HTTP defines, status codes, flows and outcomes),
-// and so are the maps.
+// and so are the maps. A series handed out here stays the one counted
+// into, so nothing may Reset or Delete from the vectors behind them.
 
 // requestLabels are the labels of a request's series.
 type requestLabels struct {

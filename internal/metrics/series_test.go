@@ -31,16 +31,23 @@ func TestSeriesCountWhatWithLabelValuesReads(t *testing.T) {
 	}
 	wg.Wait()
 	m.ObserveRequest("/payments/{id}", "GET", 404, time.Second)
+	m.ObserveRequest("/payments", "GET", 201, time.Second) // the method alone differs
+	m.Outcome("payment", OutcomeCreated)                   // the outcome alone differs
+	m.Outcome("refund", OutcomeReplayed)                   // the flow alone differs
+	m.Outcome("refund", OutcomeReplayed)
 
 	require.Equal(t, float64(goroutines/2*each), testutil.ToFloat64(m.HTTPRequests.WithLabelValues("/payments", "POST", "201")))
 	require.Equal(t, float64(goroutines/2*each), testutil.ToFloat64(m.HTTPRequests.WithLabelValues("/payments", "POST", "409")))
 	require.Equal(t, float64(1), testutil.ToFloat64(m.HTTPRequests.WithLabelValues("/payments/{id}", "GET", "404")))
+	require.Equal(t, float64(1), testutil.ToFloat64(m.HTTPRequests.WithLabelValues("/payments", "GET", "201")))
+	require.Equal(t, 4, testutil.CollectAndCount(m.HTTPRequests), "one series per label set")
 	require.Equal(t, float64(goroutines*each), testutil.ToFloat64(m.IdempotencyOutcomes.WithLabelValues("payment", OutcomeReplayed)))
-	require.Equal(t, 3, testutil.CollectAndCount(m.HTTPRequests), "one series per label set")
+	require.Equal(t, float64(1), testutil.ToFloat64(m.IdempotencyOutcomes.WithLabelValues("payment", OutcomeCreated)))
+	require.Equal(t, float64(2), testutil.ToFloat64(m.IdempotencyOutcomes.WithLabelValues("refund", OutcomeReplayed)))
 
 	durations := histogram(t, m.HTTPDuration.WithLabelValues("/payments"))
-	require.Equal(t, uint64(goroutines*each), durations.GetSampleCount())
-	require.InDelta(t, goroutines*each*0.003, durations.GetSampleSum(), 1e-6)
+	require.Equal(t, uint64(goroutines*each+1), durations.GetSampleCount(), "by route: the GET's too")
+	require.InDelta(t, goroutines*each*0.003+1, durations.GetSampleSum(), 1e-6)
 	require.Equal(t, uint64(1), histogram(t, m.HTTPDuration.WithLabelValues("/payments/{id}")).GetSampleCount())
 }
 
