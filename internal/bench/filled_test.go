@@ -73,7 +73,7 @@ func TestEvaluateFilledNotMet(t *testing.T) {
 	r.Filled.Window.BacklogAfter = 2_000 // more than two intervals' worth (2 × 5 s × 113.6/s)
 	r.Filled.BareReplay.NonOK = map[int]int{500: 3}
 	require.False(t, find(t, r, "fresh payments with", "keys filled").Met)
-	require.Equal(t, "89% (340 of 380 payments/s)", find(t, r, "fresh payments with", "keys filled").Measured)
+	require.Equal(t, "89.4% (340 of 380 payments/s)", find(t, r, "fresh payments with", "keys filled").Measured)
 	require.False(t, find(t, r, "replays of filled keys").Met)
 	require.False(t, find(t, r, "the reaper keeps up").Met)
 	require.Equal(t, "3 bare replays filled at 32", find(t, r, "zero errors").Measured)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -188,10 +189,16 @@ func filledTargets(r *Results) []Target {
 }
 
 // shareOf is the service's throughput as a share of the bare's, and
-// whether it reaches least.
+// whether it reaches least. Within a point of least the share is given to a
+// tenth, rounded down, so that a share just short of it never reads as
+// least itself ("89.6%", not "90%", for a target of 90%).
 func shareOf(svc, bare Load, unit string, least float64) (string, bool) {
 	share := ratio(svc.Throughput, bare.Throughput)
-	return fmt.Sprintf("%.0f%% (%.0f of %.0f %s)", share*100, svc.Throughput, bare.Throughput, unit),
+	percent := fmt.Sprintf("%.0f%%", share*100)
+	if math.Abs(share-least) < 0.01 {
+		percent = fmt.Sprintf("%.1f%%", math.Floor(share*1000+1e-9)/10) // +1e-9: 0.896 is 895.99… in binary
+	}
+	return fmt.Sprintf("%s (%.0f of %.0f %s)", percent, svc.Throughput, bare.Throughput, unit),
 		bare.Throughput > 0 && share >= least
 }
 

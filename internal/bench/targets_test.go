@@ -119,6 +119,30 @@ func TestEvaluateNotMet(t *testing.T) {
 	require.Equal(t, "2.30 (from cluster-wide transaction ids)", w.Measured)
 }
 
+// TestShareNearTheTargetReadsToATenth: a share within a point of its
+// target is given to a tenth, rounded down, so that one just short never
+// reads as the target itself.
+func TestShareNearTheTargetReadsToATenth(t *testing.T) {
+	r := sample()
+	p := &r.Points[2] // 32 connections; the bare replays 4000/s
+	for _, c := range []struct {
+		replays  float64
+		measured string
+		met      bool
+	}{
+		{3598.4, "89.9% (3598 of 4000 requests/s)", false},
+		{3584, "89.6% (3584 of 4000 requests/s)", false},
+		{3600, "90.0% (3600 of 4000 requests/s)", true},
+		{3622, "90.5% (3622 of 4000 requests/s)", true},
+		{3500, "88% (3500 of 4000 requests/s)", false},
+	} {
+		p.Replay = load(c.replays, 10)
+		target := find(t, r, "replays ≥ 90%")
+		require.Equal(t, c.measured, target.Measured)
+		require.Equal(t, c.met, target.Met, c.measured)
+	}
+}
+
 // TestJudgedPairsShowTheirRuns: when the judged point's sides are two runs
 // each, its targets give each run's throughput and the report says how they
 // were read as one; the filled point's do too once they are combined runs,
