@@ -2,6 +2,7 @@ package api
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,10 +15,13 @@ import (
 // fork that adds one shortens ttl or broadcasts invalidations.
 type authCache struct {
 	ttl time.Duration
-	max int
+	max int64
 
-	mu      sync.RWMutex
-	entries map[[32]byte]authEntry
+	// entries maps an API key's hash to its authEntry. A sync.Map, not a
+	// map under a read lock: every authenticated request reads it, and a
+	// read lock is a write to memory that every core shares.
+	entries sync.Map
+	size    atomic.Int64 // keys stored since the last clear
 }
 
 type authEntry struct {
@@ -26,17 +30,19 @@ type authEntry struct {
 }
 
 func newAuthCache(ttl time.Duration, max int) *authCache {
-	return &authCache{ttl: ttl, max: max, entries: make(map[[32]byte]authEntry)}
+	return &authCache{ttl: ttl, max: int64(max)}
 }
 
 func (c *authCache) get(hash [32]byte, now time.Time) (int64, bool) {
 	if c.ttl <= 0 {
 		return 0, false
 	}
-	c.mu.RLock()
-	e, ok := c.entries[hash]
-	c.mu.RUnlock()
-	if !ok || now.After(e.expires) {
+	v, ok := c.entries.Load(hash)
+	if !ok {
+		return 0, false
+	}
+	e := v.(authEntry)
+	if now.After(e.expires) {
 		return 0, false
 	}
 	return e.userID, true
@@ -46,12 +52,14 @@ func (c *authCache) put(hash [32]byte, userID int64, now time.Time) {
 	if c.ttl <= 0 {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.entries) >= c.max {
-		// Crude but bounded: the set of live API keys is small, so a full
-		// cache means churn, and starting over costs one query per key.
-		clear(c.entries)
+	if c.size.Load() >= c.max {
+		// Crude but bounded (by max and the puts in flight): the set of
+		// live API keys is small, so a full cache means churn, and starting
+		// over costs one query per key.
+		c.entries.Clear()
+		c.size.Store(0)
 	}
-	c.entries[hash] = authEntry{userID: userID, expires: now.Add(c.ttl)}
+	if _, replaced := c.entries.Swap(hash, authEntry{userID: userID, expires: now.Add(c.ttl)}); !replaced {
+		c.size.Add(1)
+	}
 }

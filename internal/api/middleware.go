@@ -36,13 +36,14 @@ func (s *Server) accessLog(routes chi.Router) http.Handler {
 		took := time.Since(start)
 		status := st.writer.Status()
 		s.metrics.ObserveRequest(route, methodLabel(r.Method), status, took)
-		zerolog.Ctx(r.Context()).Info().
-			Str("method", r.Method).
-			Str("route", route).
-			Int("status", status).
-			Bool("replayed", w.Header().Get("Idempotent-Replayed") == "true").
-			Dur("duration", took).
-			Msg("request")
+		if line := zerolog.Ctx(r.Context()).Info(); line.Enabled() { // below info, skip reading the headers
+			line.Str("method", r.Method).
+				Str("route", route).
+				Int("status", status).
+				Bool("replayed", w.Header().Get("Idempotent-Replayed") == "true").
+				Dur("duration", took).
+				Msg("request")
+		}
 	})
 }
 
