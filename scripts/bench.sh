@@ -91,6 +91,16 @@ if [ -n "$fill" ] && { [ "$fill" != 10000000 ] || [ -z "${MAKELEVEL:-}" ]; }; th
 [ -n "${BENCH_CONNS:-}" ] && command="BENCH_CONNS=$BENCH_CONNS $command"
 [ -n "${BENCH_POOL_MAX_CONNS:-}" ] && command="BENCH_POOL_MAX_CONNS=$BENCH_POOL_MAX_CONNS $command"
 [ -n "${BENCH_PROFILE:-}" ] && command="BENCH_PROFILE=$BENCH_PROFILE $command"
+# The commit measured, for the report: the checkout's HEAD, and whether
+# its tracked files differed from it (BENCHMARKS.md and docs/bench.svg
+# aside, which this script writes).
+code=
+if head=$(git rev-parse HEAD 2>/dev/null); then
+  code="commit $head"
+  if [ -n "$(git status --porcelain --untracked-files=no -- . ':!BENCHMARKS.md' ':!docs/bench.svg')" ]; then
+    code="$code, with uncommitted changes"
+  fi
+fi
 # (A password in DATABASE_URL is not shown.)
 [ -n "${DATABASE_URL:-}" ] && command="DATABASE_URL='$(sed -E 's#(://[^:/@]*):[^@]*@#\1:xxxxx@#' <<<"$DATABASE_URL")' $command"
 
@@ -236,7 +246,7 @@ bin/paymentsd-bench run \
   -users "$users" -conns "$conns" -duration "$duration" \
   -pgbench "$(command -v pgbench)" -scripts bench/pgbench "${profile_args[@]}" \
   -json "$work/results.json" -md "$md" -svg "$svg" \
-  -pids "service=$service_pid,bare=$bare_pid,emulator=$emulator_pid" -command "$command"
+  -pids "service=$service_pid,bare=$bare_pid,emulator=$emulator_pid" -command "$command" -code "$code"
 
 if [ -n "$fill" ]; then
   # Fill drops the indexes and builds them again: nothing may use the

@@ -127,6 +127,7 @@ func runCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 	fs.StringVar(&cfg.PGBench.Path, "pgbench", "pgbench", "pgbench binary")
 	fs.StringVar(&cfg.Scripts, "scripts", "bench/pgbench", "directory of fresh.sql and replay.sql")
 	fs.StringVar(&cfg.Command, "command", "make bench", "the command to show in the report")
+	fs.StringVar(&cfg.Code, "code", "", "the commit measured, to show in the report")
 	processesFlag(fs, &cfg.Processes)
 	if fs.Parse(args) != nil || fs.NArg() > 0 || cfg.ServiceURL == "" || cfg.BareURL == "" || cfg.EmulatorURL == "" ||
 		cfg.AdminURL == "" || cfg.BenchURL == "" || *users == "" || *duration <= 0 || cfg.SlowConns < 0 || cfg.SlowLatency <= 0 {

@@ -21,6 +21,9 @@ func Markdown(r *Results, svgPath string) string {
 	w("the committed copy by `make bench BENCH_WRITE=1`); do not edit by hand.\n\n")
 	w("- **Date:** %s (UTC), %s of measurement\n", r.Started.Format("2006-01-02 15:04"), r.Finished.Sub(r.Started).Round(1e9))
 	w("- **Command:** `%s`\n", r.Command)
+	if r.Code != "" {
+		w("- **Code:** %s\n", r.Code)
+	}
 	w("- **Each run:** %s measured after a %s warm-up (HTTP); pgbench `-M prepared -n -T %d -j 2`; connections %s\n",
 		r.Duration.Duration(), r.Warmup.Duration(), max(1, int(float64(r.Duration)+0.999)), connList(r))
 	w("- **Load:** %d users; replays cycle over %d finished keys per user\n\n", r.Users, r.ReplayKeys)

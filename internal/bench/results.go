@@ -17,7 +17,10 @@ type Results struct {
 	Duration Seconds `json:"duration"`
 	Warmup   Seconds `json:"warmup"`
 	// Command is how the run was started, as the report should show it.
-	Command string  `json:"command"`
+	Command string `json:"command"`
+	// Code is the commit measured, and whether the work tree differed from
+	// it; empty outside a git checkout and in results saved before it.
+	Code    string  `json:"code,omitempty"`
 	Machine Machine `json:"machine"`
 	Users   int     `json:"users"`
 	// ReplayKeys is the number of finished keys per user the replays use.

@@ -28,7 +28,9 @@ type Config struct {
 	PGBench          *PGBench
 	// Scripts is the directory of fresh.sql and replay.sql.
 	Scripts string
-	Command string
+	// Command and Code are how the run was started and the commit it
+	// measured, as the report shows them.
+	Command, Code string
 	// SlowConns and SlowLatency shape the slow-processor point: that many
 	// requests in flight while the emulator answers every create after
 	// SlowLatency. SlowConns 0 skips it.
@@ -51,7 +53,7 @@ type Config struct {
 func Run(ctx context.Context, cfg Config) (*Results, error) {
 	res := &Results{
 		Started: time.Now().UTC(), Duration: Of(cfg.Duration), Warmup: Of(cfg.Warmup),
-		Command: cfg.Command, Users: len(cfg.Users), ReplayKeys: cfg.ReplayKeys, Profiled: cfg.Profiler != nil,
+		Command: cfg.Command, Code: cfg.Code, Users: len(cfg.Users), ReplayKeys: cfg.ReplayKeys, Profiled: cfg.Profiler != nil,
 	}
 	res.Machine = DescribeMachine(ctx, cfg.AdminURL, cfg.PGBench)
 	watcher, err := NewWatcher(ctx, cfg.AdminURL, cfg.BenchDB)

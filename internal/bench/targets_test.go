@@ -285,3 +285,12 @@ func TestPGBenchNothingProcessed(t *testing.T) {
 	_, err := p.Run(context.Background(), "fresh.sql", 32)
 	require.ErrorIs(t, err, errNothingProcessed)
 }
+
+// TestReportNamesTheCodeMeasured: a run that knows its commit says which
+// in the header; results saved before it say nothing of one.
+func TestReportNamesTheCodeMeasured(t *testing.T) {
+	r := sample()
+	require.NotContains(t, Markdown(r, "bench.svg"), "**Code:**")
+	r.Code = "commit 3618b19, with uncommitted changes"
+	require.Contains(t, Markdown(r, "bench.svg"), "\n- **Code:** commit 3618b19, with uncommitted changes\n")
+}
