@@ -81,8 +81,8 @@ FUZZ_TARGETS = \
 	internal/jsonbody:FuzzSplitObject
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
-	  echo "$(GO) test -run '^$$' -fuzz '^$${t#*:}$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10000x ./$${t%%:*}"; \
-	  $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10000x ./$${t%%:*}; \
+	  set -- -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10000x "./$${t%%:*}"; \
+	  echo $(GO) test "$$@"; $(GO) test "$$@"; \
 	done
 
 # BENCH_DURATION=2s is the quick form CI runs. The report and plot go to

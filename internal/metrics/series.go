@@ -10,16 +10,16 @@ import (
 
 // An idempotent request records three labelled series: its count by route,
 // method and status, its duration by route, and its outcome by flow (any
-// other request, the first two). Resolving a series by its
-// label values (WithLabelValues) hashes them, checks that each is valid
-// UTF-8 and looks the series up under a read lock that every core writes
-// to; on a replay, which answers in a few tens of µs, that came to about
-// 1 µs a request. So the series are resolved once per label set and kept
-// in sync.Maps, whose reads write nothing shared and, with these keys,
-// allocate nothing. The label sets are bounded by the callers (route
-// patterns, the methods HTTP defines, status codes, flows and outcomes),
-// and so are the maps. A series handed out here stays the one counted
-// into, so nothing may Reset or Delete from the vectors behind them.
+// other request, the first two). Resolving a series by its label values
+// (WithLabelValues) hashes them, checks that each is valid UTF-8 and looks
+// the series up under a read lock that every core writes to; on a replay,
+// which answers in a few tens of µs, that came to about 1 µs a request. So
+// the series are resolved once per label set and kept in sync.Maps, whose
+// reads write nothing shared and, with these keys, allocate nothing. The
+// label sets are bounded by the callers (route patterns, the methods HTTP
+// defines, status codes, flows and outcomes), and so are the maps. A series
+// handed out here stays the one counted into, so nothing may Reset or
+// Delete from the vectors behind them.
 
 // requestLabels are the labels of a request's series.
 type requestLabels struct {
