@@ -3,8 +3,11 @@
 -- it. Whether the key is leased or parked, not by whom or why, and no NULL
 -- columns but the stored headers': pgx scans these without building a
 -- plan by reflection for each (a parked key's reason is read when needed).
+-- same_digest says whether the request carries the digest of the one that
+-- made the key (false for a key stored without one).
 -- name: IdempotencyKeyGetByUserKey :one
 SELECT id, request_fingerprint, recovery_point,
+       coalesce(request_digest = sqlc.narg(request_digest), false)::boolean AS same_digest,
        (lock_token IS NOT NULL)::boolean AS leased,
        (needs_attention_at IS NOT NULL)::boolean AS parked,
        coalesce(response_code, 0)::integer AS response_code,
@@ -32,10 +35,10 @@ WHERE id = @id;
 -- name: IdempotencyKeyInsert :one
 INSERT INTO idempotency_keys (
     user_id, idempotency_key, flow, request_method, request_path,
-    request_params, request_fingerprint, lock_token, locked_by, locked_at
+    request_params, request_fingerprint, request_digest, lock_token, locked_by, locked_at
 )
 SELECT @user_id, @idempotency_key, @flow, @request_method, @request_path,
-       @request_params, @request_fingerprint, @lock_token, sqlc.narg(locked_by), now()
+       @request_params, @request_fingerprint, sqlc.narg(request_digest), @lock_token, sqlc.narg(locked_by), now()
 WHERE (
     SELECT count(*)
     FROM (

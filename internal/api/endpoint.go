@@ -21,7 +21,9 @@ const MaxBodyBytes = 1 << 20
 
 // Endpoint declares one idempotent operation. Mounted once, it registers its
 // flow with the engine and its route with the router, and every request to
-// it takes the same path: key, body, decode, fingerprint, execute, answer.
+// it takes the same path: key, body, execute, answer; the engine has the
+// body decoded and fingerprinted when it needs them, which a replay of the
+// request as first sent does not.
 // A new idempotent endpoint is an Endpoint value, a flow and its queries.
 type Endpoint struct {
 	// Method and Pattern route the requests (a chi pattern, such as
@@ -35,7 +37,9 @@ type Endpoint struct {
 	// by name) and returns the request as the flow will read it back: the
 	// canonical params, path values included, which the fingerprint covers
 	// and the key row stores. Field errors answer 400 and store nothing, so
-	// a corrected retry with the same key proceeds.
+	// a corrected retry with the same key proceeds. It must depend on its
+	// arguments alone: a retry that sends the bytes of the request that
+	// made its key is answered without it (phases.Request.Digest).
 	Decode func(body []byte, pathValue func(string) string) (params []byte, errs []problem.FieldError)
 	// Admit, when set, may refuse a decoded request before its key is
 	// reserved (a resource the caller may not act on, say): the problem is
@@ -64,36 +68,41 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	if !ok {
 		return
 	}
-	params, errs := ep.Decode(body, func(name string) string { return chi.URLParam(r, name) })
-	if errs != nil {
-		p := problem.New(problem.InvalidRequest, "The request is not a valid "+ep.Noun+".")
-		p.Errors = errs
-		writeProblem(w, p)
-		return
-	}
-	// The fingerprint covers the request as decoded, not as written: a null
-	// optional member and a member left out are one request, and so are
-	// /payments/42 and /payments/042. Path values are in params, so one key
-	// sent to two resources is two requests.
-	canonical, fingerprint, err := idempotency.Fingerprint(r.Method, ep.Pattern, params)
-	if err != nil { // Decode produced it, so it is JSON; keep the guard
-		writeProblem(w, problem.New(problem.InvalidRequest, "The request body is not valid JSON."))
-		return
-	}
 	user := st.userID
 	req := &phases.Request{
-		UserID:      user,
-		Key:         key,
-		Flow:        ep.Flow.Name,
-		Method:      r.Method,
-		Path:        r.URL.Path,
-		Params:      canonical,
-		Fingerprint: fingerprint,
-		RunTimeout:  s.cfg.RequestTimeout,
+		UserID:     user,
+		Key:        key,
+		Flow:       ep.Flow.Name,
+		Method:     r.Method,
+		Path:       r.URL.Path,
+		Digest:     idempotency.Digest(r.Method, r.URL.Path, body),
+		RunTimeout: s.cfg.RequestTimeout,
+	}
+	// The body is decoded only when the engine needs it: a replay of the
+	// request as it was first sent is known by its digest (phases.Request).
+	// A body that does not decode is refused before any key is reserved,
+	// as a refusal: nothing is stored, so a corrected retry proceeds.
+	req.Prepare = func(req *phases.Request) error {
+		params, errs := ep.Decode(body, func(name string) string { return chi.URLParam(r, name) })
+		if errs != nil {
+			p := problem.New(problem.InvalidRequest, "The request is not a valid "+ep.Noun+".")
+			p.Errors = errs
+			return &refusal{p}
+		}
+		// The fingerprint covers the request as decoded, not as written: a
+		// null optional member and a member left out are one request, and so
+		// are /payments/42 and /payments/042. Path values are in params, so
+		// one key sent to two resources is two requests.
+		canonical, fingerprint, err := idempotency.Fingerprint(r.Method, ep.Pattern, params)
+		if err != nil { // Decode produced it, so it is JSON; keep the guard
+			return &refusal{problem.New(problem.InvalidRequest, "The request body is not valid JSON.")}
+		}
+		req.Params, req.Fingerprint = canonical, fingerprint
+		return nil
 	}
 	if ep.Admit != nil {
 		req.Admit = func(ctx context.Context) error {
-			p, err := ep.Admit(ctx, user, canonical)
+			p, err := ep.Admit(ctx, user, req.Params)
 			if err != nil || p == nil {
 				return err
 			}
@@ -124,8 +133,9 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	writeStored(w, res)
 }
 
-// refusal is an Endpoint's Admit refusing a request: its problem is the
-// answer, and nothing was stored.
+// refusal is a request refused before its key was reserved, by its
+// Endpoint's Decode or Admit: its problem is the answer, and nothing was
+// stored.
 type refusal struct{ p *problem.Problem }
 
 func (r *refusal) Error() string { return r.p.Detail }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/paymentsd/paymentsd/internal/idempotency"
 	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
@@ -122,6 +123,29 @@ func TestReplayIsByteForByte(t *testing.T) {
 	require.Equal(t, "true", second.Header.Get("Idempotent-Replayed"))
 	require.Len(t, svc.Stripe.PaymentIntents(), 1)
 	require.EqualValues(t, 1, svc.Stripe.Stats().CreateRequests)
+
+	// The key holds the digest of the bytes sent, by which the retry was
+	// known without its body being decoded.
+	var digest []byte
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		`SELECT request_digest FROM idempotency_keys WHERE idempotency_key = 'k1'`).Scan(&digest))
+	require.Equal(t, idempotency.Digest(http.MethodPost, "/payments", []byte(visa)), digest)
+}
+
+// A body that does not decode is refused under a finished key too, even
+// though the key's answer is stored: only the bytes of the request that
+// made the key are answered without being decoded.
+func TestAnInvalidBodyUnderAFinishedKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+
+	require.Equal(t, http.StatusCreated, svc.PostPayment(t, apiKey, "k", visa).Status)
+	resp := svc.PostPayment(t, apiKey, "k", strings.Replace(visa, `"usd"`, `"USD"`, 1))
+	requireProblem(t, resp, http.StatusBadRequest, "invalid-request")
+	resp = svc.PostPayment(t, apiKey, "k", visa[:len(visa)-1])
+	requireProblem(t, resp, http.StatusBadRequest, "invalid-request")
+	require.Len(t, svc.Stripe.PaymentIntents(), 1)
 }
 
 func TestReorderedJSONIsTheSameRequest(t *testing.T) {

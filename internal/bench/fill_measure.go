@@ -72,8 +72,7 @@ func FilledRequests(ctx context.Context, dbURL string, users []User, stats FillS
 			return nil, fmt.Errorf("filled key %s belongs to user %d, who is not among the users given", r.Key, userID)
 		}
 		r.User = u
-		delete(params, "payment_id") // a refund's: from the path
-		if r.Body, err = json.Marshal(params); err != nil {
+		if r.Body, err = ClientBody(params); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -82,6 +81,16 @@ func FilledRequests(ctx context.Context, dbURL string, users []User, stats FillS
 		return nil, fmt.Errorf("error picking filled keys: %w", err)
 	}
 	return out, nil
+}
+
+// ClientBody is the body a client sends for a filled key's stored params:
+// the params, compact and with members sorted (the canonical form, for
+// these plain values), less a refund's payment_id, which is in the path.
+// The fill stores the digest of these bytes (fill_digest), so a replay of
+// a filled key is known by it, as a replay of a key the service made.
+func ClientBody(params map[string]any) ([]byte, error) {
+	delete(params, "payment_id")
+	return json.Marshal(params)
 }
 
 // RelationSize is one table or index of the service's schema.

@@ -100,6 +100,15 @@ AS $$ SELECT '{' || CASE WHEN j % 2 = 0 THEN '' ELSE '"amount":' || pg_temp.fill
 CREATE FUNCTION pg_temp.fill_fingerprint(path_pattern text, canon text) RETURNS bytea LANGUAGE sql STABLE
 AS $$ SELECT sha256(convert_to('POST' || chr(10) || path_pattern || chr(10) || canon, 'UTF8')) $$;
 
+-- The digest of a request as a client sends it (idempotency.Digest): the
+-- body is bench.ClientBody's, a payment's canonical request, or a refund's
+-- without its payment_id (fill_refund_body), which is in the path.
+CREATE FUNCTION pg_temp.fill_digest(path text, body text) RETURNS bytea LANGUAGE sql STABLE
+AS $$ SELECT substr(sha256(convert_to('POST' || chr(10) || path || chr(10) || body, 'UTF8')), 1, 16) $$;
+CREATE FUNCTION pg_temp.fill_refund_body(j bigint, amount bigint) RETURNS text LANGUAGE sql STABLE
+AS $$ SELECT '{' || concat_ws(',', CASE WHEN j % 2 = 1 THEN '"amount":' || pg_temp.fill_refund_amount(j, amount) END,
+                                   '"reason":"' || pg_temp.fill_reason(j) || '"') || '}' $$;
+
 -- What one chunk of keys needs, computed once per position.
 CREATE TEMP TABLE fill_src (
     n bigint, key_id bigint, is_refund boolean, user_id bigint, key text,
@@ -150,12 +159,14 @@ FROM (
 	{"idempotency_keys", `
 INSERT INTO idempotency_keys (
     id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path,
-    request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs,
+    request_params, request_fingerprint, request_digest, recovery_point, lock_token, locked_at, locked_by, runs,
     response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow)
 SELECT key_id, user_id, key, created_at, finished_at, 'POST',
        CASE WHEN is_refund THEN '/payments/' || payment_id || '/refunds' ELSE '/payments' END,
        canon::jsonb,
        pg_temp.fill_fingerprint(CASE WHEN is_refund THEN '/payments/{id}/refunds' ELSE '/payments' END, canon),
+       CASE WHEN is_refund THEN pg_temp.fill_digest('/payments/' || payment_id || '/refunds', pg_temp.fill_refund_body(refund_index, amount))
+            ELSE pg_temp.fill_digest('/payments', canon) END,
        'finished', NULL, NULL, NULL, 1,
        CASE WHEN is_refund OR NOT declined THEN 201 ELSE 402 END,
        CASE WHEN is_refund THEN jsonb_build_object('Content-Type', 'application/json', 'Location', '/refunds/' || refund_id)

@@ -113,6 +113,7 @@ type filledKey struct {
 	Path     string
 	Params   []byte
 	Finger   []byte
+	Digest   []byte
 	Code     int
 	Headers  map[string]string
 	Body     []byte
@@ -123,12 +124,12 @@ func filledKeys(t *testing.T, pool *pgxpool.Pool, where string, args ...any) []f
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `
 		SELECT id, user_id, idempotency_key, flow, request_path, request_params::text::bytea, request_fingerprint,
-		       response_code, response_headers, response_body, finished_at
+		       request_digest, response_code, response_headers, response_body, finished_at
 		FROM idempotency_keys WHERE `+filledKeyMatch+` AND `+where+` ORDER BY id`, args...)
 	require.NoError(t, err)
 	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (filledKey, error) {
 		var k filledKey
-		err := r.Scan(&k.ID, &k.UserID, &k.Key, &k.Flow, &k.Path, &k.Params, &k.Finger, &k.Code, &k.Headers, &k.Body, &k.Finished)
+		err := r.Scan(&k.ID, &k.UserID, &k.Key, &k.Flow, &k.Path, &k.Params, &k.Finger, &k.Digest, &k.Code, &k.Headers, &k.Body, &k.Finished)
 		return k, err
 	})
 	require.NoError(t, err)
@@ -136,16 +137,12 @@ func filledKeys(t *testing.T, pool *pgxpool.Pool, where string, args ...any) []f
 }
 
 // requestOf is the HTTP request a filled key stands for: its path and the
-// body a client sends.
+// body a client sends, as the bench sends it.
 func requestOf(t *testing.T, k filledKey) (path, body string) {
 	t.Helper()
-	if k.Flow == "payment" {
-		return k.Path, string(k.Params)
-	}
 	var params map[string]any
 	require.NoError(t, json.Unmarshal(k.Params, &params))
-	delete(params, "payment_id") // from the path
-	b, err := json.Marshal(params)
+	b, err := bench.ClientBody(params)
 	require.NoError(t, err)
 	return k.Path, string(b)
 }
@@ -320,8 +317,10 @@ func TestFillShape(t *testing.T) {
 	}
 
 	// Every filled key: its fingerprint is the one the service computes
-	// for its request, its params are canonical, its intent id is the
-	// one package intent derives.
+	// for its request, and its digest the one of the bytes a client sends
+	// (so that replays of filled keys are known by it, as of the service's
+	// own), its params are canonical, its intent id is the one package
+	// intent derives.
 	all := filledKeys(t, pool, "true")
 	require.Len(t, all, keys)
 	intents := map[int64]string{}
@@ -342,6 +341,8 @@ func TestFillShape(t *testing.T) {
 		canonical, sum, err := idempotency.Fingerprint(http.MethodPost, pattern, k.Params)
 		require.NoError(t, err)
 		require.Equal(t, sum, k.Finger, "fingerprint of %s %s", k.Key, k.Params)
+		path, body := requestOf(t, k)
+		require.Equal(t, idempotency.Digest(http.MethodPost, path, []byte(body)), k.Digest, "digest of %s %s", k.Key, body)
 		again, err := jcs.Transform(canonical)
 		require.NoError(t, err)
 		require.Equal(t, canonical, again)

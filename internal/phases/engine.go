@@ -74,6 +74,16 @@ type Request struct {
 	// Fingerprint identifies the request (method, path, body); a key reused
 	// with another fingerprint is refused.
 	Fingerprint []byte
+	// Digest, when set, identifies the request as sent, byte for byte
+	// (idempotency.Digest), and a key it creates stores it. A request that
+	// carries its key's digest is the request that made the key: Execute
+	// answers it without Params and Fingerprint.
+	Digest []byte
+	// Prepare, when set, fills in Params and Fingerprint, and Execute calls
+	// it once, when it first needs them: the key does not exist, or was
+	// made by a request with another digest. So the replay of a request as
+	// it was first sent never decodes its body. Its error is Execute's.
+	Prepare func(*Request) error
 	// Admit, when set, may refuse the request before its key is created
 	// (a resource the caller may not act on, say); its error is Execute's.
 	// It is asked only when the key does not exist: a key that exists was
@@ -182,7 +192,9 @@ const maxReads = 3
 // stands.
 //
 // The key is read first, outside any transaction: a replay, the most common
-// repeat, costs one indexed lookup and writes nothing. Reservation itself is
+// repeat, costs one indexed lookup and writes nothing, and when it is sent
+// byte for byte as the first request was, Prepare is not called: its body
+// is never decoded. Reservation itself is
 // never check-then-insert: it is an INSERT … ON CONFLICT DO NOTHING, or a
 // conditional UPDATE of the lease, each of which decides atomically.
 func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
@@ -192,10 +204,13 @@ func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
 	}
 	for range maxReads {
 		key, err := e.queries.IdempotencyKeyGetByUserKey(ctx, e.pool, &dbsqlc.IdempotencyKeyGetByUserKeyParams{
-			UserID: req.UserID, IdempotencyKey: req.Key,
+			UserID: req.UserID, IdempotencyKey: req.Key, RequestDigest: req.Digest,
 		})
 		switch err = db.InterpretError(err); {
 		case errors.Is(err, db.ErrNotFound):
+			if err := req.prepare(); err != nil {
+				return nil, err
+			}
 			if req.Admit != nil {
 				if err := req.Admit(ctx); err != nil {
 					return nil, err
@@ -215,7 +230,10 @@ func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
 			return res, err
 		case err != nil:
 			return nil, fmt.Errorf("error reading idempotency key: %w", err)
-		case !bytes.Equal(key.RequestFingerprint, req.Fingerprint):
+		}
+		if same, err := req.madeKey(key); err != nil {
+			return nil, err
+		} else if !same {
 			return nil, ErrKeyReused
 		}
 		res, err := e.resume(ctx, flow, key, req.RunTimeout)
@@ -225,6 +243,31 @@ func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
 		return res, err
 	}
 	return nil, errInProgress()
+}
+
+// prepare fills in the request's Params and Fingerprint, once.
+func (req *Request) prepare() error {
+	if req.Prepare == nil {
+		return nil
+	}
+	if err := req.Prepare(req); err != nil {
+		return err
+	}
+	req.Prepare = nil
+	return nil
+}
+
+// madeKey reports whether req is the request that made key: by its digest
+// when that is the key's, otherwise by its fingerprint, which covers the
+// request as decoded.
+func (req *Request) madeKey(key *keyState) (bool, error) {
+	if key.SameDigest {
+		return true, nil
+	}
+	if err := req.prepare(); err != nil {
+		return false, err
+	}
+	return bytes.Equal(key.RequestFingerprint, req.Fingerprint), nil
 }
 
 // detach is ctx without its cancellation, bounded by timeout; with no
@@ -317,6 +360,7 @@ func (e *Engine) insertKey(req *Request) opener {
 			RequestPath:        req.Path,
 			RequestParams:      req.Params,
 			RequestFingerprint: req.Fingerprint,
+			RequestDigest:      req.Digest,
 			LockToken:          uuid.NullUUID{UUID: token, Valid: true},
 			LockedBy:           e.lockedBy(),
 			MaxUnfinished:      int32(e.cfg.MaxUnfinished),

@@ -126,7 +126,7 @@ func (q *Queries) IdempotencyKeyFinish(ctx context.Context, db DBTX, arg *Idempo
 }
 
 const idempotencyKeyGetByID = `-- name: IdempotencyKeyGetByID :one
-SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow
+SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow, request_digest
 FROM idempotency_keys
 WHERE id = $1
 `
@@ -156,22 +156,25 @@ func (q *Queries) IdempotencyKeyGetByID(ctx context.Context, db DBTX, id int64) 
 		&i.NeedsAttentionAt,
 		&i.LastError,
 		&i.Flow,
+		&i.RequestDigest,
 	)
 	return &i, err
 }
 
 const idempotencyKeyGetByUserKey = `-- name: IdempotencyKeyGetByUserKey :one
 SELECT id, request_fingerprint, recovery_point,
+       coalesce(request_digest = $1, false)::boolean AS same_digest,
        (lock_token IS NOT NULL)::boolean AS leased,
        (needs_attention_at IS NOT NULL)::boolean AS parked,
        coalesce(response_code, 0)::integer AS response_code,
        response_headers, response_body
 FROM idempotency_keys
-WHERE user_id = $1
-  AND idempotency_key = $2
+WHERE user_id = $2
+  AND idempotency_key = $3
 `
 
 type IdempotencyKeyGetByUserKeyParams struct {
+	RequestDigest  []byte
 	UserID         int64
 	IdempotencyKey string
 }
@@ -180,6 +183,7 @@ type IdempotencyKeyGetByUserKeyRow struct {
 	ID                 int64
 	RequestFingerprint []byte
 	RecoveryPoint      string
+	SameDigest         bool
 	Leased             bool
 	Parked             bool
 	ResponseCode       int32
@@ -192,13 +196,16 @@ type IdempotencyKeyGetByUserKeyRow struct {
 // it. Whether the key is leased or parked, not by whom or why, and no NULL
 // columns but the stored headers': pgx scans these without building a
 // plan by reflection for each (a parked key's reason is read when needed).
+// same_digest says whether the request carries the digest of the one that
+// made the key (false for a key stored without one).
 func (q *Queries) IdempotencyKeyGetByUserKey(ctx context.Context, db DBTX, arg *IdempotencyKeyGetByUserKeyParams) (*IdempotencyKeyGetByUserKeyRow, error) {
-	row := db.QueryRow(ctx, idempotencyKeyGetByUserKey, arg.UserID, arg.IdempotencyKey)
+	row := db.QueryRow(ctx, idempotencyKeyGetByUserKey, arg.RequestDigest, arg.UserID, arg.IdempotencyKey)
 	var i IdempotencyKeyGetByUserKeyRow
 	err := row.Scan(
 		&i.ID,
 		&i.RequestFingerprint,
 		&i.RecoveryPoint,
+		&i.SameDigest,
 		&i.Leased,
 		&i.Parked,
 		&i.ResponseCode,
@@ -211,10 +218,10 @@ func (q *Queries) IdempotencyKeyGetByUserKey(ctx context.Context, db DBTX, arg *
 const idempotencyKeyInsert = `-- name: IdempotencyKeyInsert :one
 INSERT INTO idempotency_keys (
     user_id, idempotency_key, flow, request_method, request_path,
-    request_params, request_fingerprint, lock_token, locked_by, locked_at
+    request_params, request_fingerprint, request_digest, lock_token, locked_by, locked_at
 )
 SELECT $1, $2, $3, $4, $5,
-       $6, $7, $8, $9, now()
+       $6, $7, $8, $9, $10, now()
 WHERE (
     SELECT count(*)
     FROM (
@@ -222,9 +229,9 @@ WHERE (
         FROM idempotency_keys
         WHERE user_id = $1
           AND recovery_point <> 'finished'
-        LIMIT $10::int
+        LIMIT $11::int
     ) AS unfinished
-) < $10::int
+) < $11::int
   AND NOT EXISTS (
     SELECT 1
     FROM idempotency_key_tombstones AS t
@@ -232,7 +239,7 @@ WHERE (
       AND t.idempotency_key = $2
 )
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
-RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow
+RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow, request_digest
 `
 
 type IdempotencyKeyInsertParams struct {
@@ -243,6 +250,7 @@ type IdempotencyKeyInsertParams struct {
 	RequestPath        string
 	RequestParams      []byte
 	RequestFingerprint []byte
+	RequestDigest      []byte
 	LockToken          uuid.NullUUID
 	LockedBy           uuid.NullUUID
 	MaxUnfinished      int32
@@ -268,6 +276,7 @@ func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *Idempo
 		arg.RequestPath,
 		arg.RequestParams,
 		arg.RequestFingerprint,
+		arg.RequestDigest,
 		arg.LockToken,
 		arg.LockedBy,
 		arg.MaxUnfinished,
@@ -295,6 +304,7 @@ func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *Idempo
 		&i.NeedsAttentionAt,
 		&i.LastError,
 		&i.Flow,
+		&i.RequestDigest,
 	)
 	return &i, err
 }
@@ -312,7 +322,7 @@ WHERE k.id = $3
   AND idempotency_key_lease_is_stale(k.lock_token, k.locked_at, k.locked_by,
         $4::float8, $5::float8,
         coalesce($6::timestamptz, now()))
-RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow
+RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow, request_digest
 `
 
 type IdempotencyKeyLeaseParams struct {
@@ -360,6 +370,7 @@ func (q *Queries) IdempotencyKeyLease(ctx context.Context, db DBTX, arg *Idempot
 		&i.NeedsAttentionAt,
 		&i.LastError,
 		&i.Flow,
+		&i.RequestDigest,
 	)
 	return &i, err
 }

@@ -169,7 +169,7 @@ func (q *Queries) IdempotencyKeyListUnfinished(ctx context.Context, db DBTX, arg
 }
 
 const idempotencyKeyLockNeedsAttention = `-- name: IdempotencyKeyLockNeedsAttention :one
-SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow
+SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow, request_digest
 FROM idempotency_keys
 WHERE id = $1
   AND needs_attention_at IS NOT NULL
@@ -203,6 +203,7 @@ func (q *Queries) IdempotencyKeyLockNeedsAttention(ctx context.Context, db DBTX,
 		&i.NeedsAttentionAt,
 		&i.LastError,
 		&i.Flow,
+		&i.RequestDigest,
 	)
 	return &i, err
 }

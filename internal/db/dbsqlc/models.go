@@ -48,6 +48,7 @@ type IdempotencyKey struct {
 	NeedsAttentionAt   *time.Time
 	LastError          *string
 	Flow               string
+	RequestDigest      []byte
 }
 
 type IdempotencyKeyTombstone struct {
