@@ -38,8 +38,9 @@ type Endpoint struct {
 	// canonical params, path values included, which the fingerprint covers
 	// and the key row stores. Field errors answer 400 and store nothing, so
 	// a corrected retry with the same key proceeds. It must depend on its
-	// arguments alone: a retry that sends the bytes of the request that
-	// made its key is answered without it (phases.Request.Digest).
+	// arguments alone: a retry that sends what the request that made its
+	// key sent (method, path as sent, body) is answered without it
+	// (idempotency.Digest).
 	Decode func(body []byte, pathValue func(string) string) (params []byte, errs []problem.FieldError)
 	// Admit, when set, may refuse a decoded request before its key is
 	// reserved (a resource the caller may not act on, say): the problem is
@@ -75,7 +76,7 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 		Flow:       ep.Flow.Name,
 		Method:     r.Method,
 		Path:       r.URL.Path,
-		Digest:     idempotency.Digest(r.Method, r.URL.Path, body),
+		Digest:     idempotency.Digest(r.Method, r.URL.EscapedPath(), body),
 		RunTimeout: s.cfg.RequestTimeout,
 	}
 	// The body is decoded only when the engine needs it: a replay of the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,6 +176,11 @@ func TestStoreUnreachableFailsClosed(t *testing.T) {
 	requireProblem(t, resp, http.StatusServiceUnavailable, "store-unavailable")
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
 	require.EqualValues(t, 1, svc.Stripe.Stats().CreateRequests, "no Stripe call while the store is down")
+
+	// A request that could never succeed is refused as such, not answered
+	// "retry later", though its key cannot be read.
+	invalid := svc.PostPayment(t, apiKey, "after", strings.Replace(visa, "2000", "0", 1))
+	requireProblem(t, invalid, http.StatusBadRequest, "invalid-request")
 
 	// A read has no key to retry with, and its problem does not say so.
 	read := svc.Do(t, http.MethodGet, "/payments/1", "", "Authorization", "Bearer "+apiKey)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -136,6 +138,15 @@ func TestRefundRefusalsAndScope(t *testing.T) {
 	// One key and body sent to two payments are two requests.
 	p2 := paid(t, svc, apiKey, "pay-2")
 	requireProblem(t, postRefund(t, svc, apiKey, "nowhere", p2.ID, `{"amount": 100}`), http.StatusUnprocessableEntity, "idempotency-key-reused")
+	// The digest covers the path as sent, which the router reads: the same
+	// id written with escapes is no id, and is refused, not replayed.
+	var escaped strings.Builder
+	for _, digit := range strconv.FormatInt(p.ID, 10) {
+		fmt.Fprintf(&escaped, "%%%02X", digit)
+	}
+	requireProblem(t, svc.Do(t, http.MethodPost, "/payments/"+escaped.String()+"/refunds", `{"amount": 100}`,
+		"Authorization", "Bearer "+apiKey, "Idempotency-Key", "nowhere", "Content-Type", "application/json"),
+		http.StatusBadRequest, "invalid-request")
 
 	for _, body := range []string{`{"amount": 0}`, `{"amount": "5"}`, `{"reason": "because"}`, `{"tip": 1}`, `[]`} {
 		requireProblem(t, postRefund(t, svc, apiKey, "bad", p.ID, body), http.StatusBadRequest, "invalid-request")

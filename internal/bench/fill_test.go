@@ -383,11 +383,19 @@ func TestFillShape(t *testing.T) {
 	var sawRefund, sawDeclined bool
 	for _, k := range sample {
 		path, body := requestOf(t, k)
-		resp := post(t, svc, apiKeys[k.UserID], path, k.Key, body)
-		require.Equal(t, k.Code, resp.Status, "%s %s: %s", k.Key, body, resp.Body)
-		require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"), k.Key)
-		require.Equal(t, string(k.Body), string(resp.Body), k.Key)
-		require.Equal(t, k.Headers["Location"], resp.Header.Get("Location"), k.Key)
+		bodies := []string{body} // known by its digest
+		if k.Flow == "payment" {
+			// The same request spaced as Postgres prints it: judged by
+			// its fingerprint.
+			bodies = append(bodies, string(k.Params))
+		}
+		for _, body := range bodies {
+			resp := post(t, svc, apiKeys[k.UserID], path, k.Key, body)
+			require.Equal(t, k.Code, resp.Status, "%s %s: %s", k.Key, body, resp.Body)
+			require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"), k.Key)
+			require.Equal(t, string(k.Body), string(resp.Body), k.Key)
+			require.Equal(t, k.Headers["Location"], resp.Header.Get("Location"), k.Key)
+		}
 		sawRefund = sawRefund || k.Flow == "refund"
 		sawDeclined = sawDeclined || k.Code == http.StatusPaymentRequired
 	}

@@ -15,8 +15,8 @@ func TestDigest(t *testing.T) {
 	const body = `{"amount":2000,"currency":"usd","payment_method":"pm_card_visa"}`
 	// Stored keys depend on this exact construction: the first 16 bytes of
 	// SHA-256 over method, path and body, each ended by a line break but
-	// the last. A body longer than the stack buffer gets the same.
-	for _, b := range []string{body, "", strings.Repeat("x", 2000)} {
+	// the last. A body too long for the stack buffer gets the same.
+	for _, b := range []string{body, "", strings.Repeat("x", 1024-len("POST\n/payments\n")), strings.Repeat("x", 2000)} {
 		sum := sha256.Sum256([]byte("POST\n/payments\n" + b))
 		got := idempotency.Digest("POST", "/payments", []byte(b))
 		require.Equal(t, sum[:idempotency.DigestSize], got)
@@ -29,6 +29,7 @@ func TestDigest(t *testing.T) {
 	for _, other := range [][3]string{
 		{"PUT", "/payments", body},
 		{"POST", "/payments/1/refunds", body},
+		{"POST", "/payments/%31/refunds", body}, // routed as sent: not /payments/1/refunds
 		{"POST", "/payments", body + "\n"},
 		{"POST", "/payments", strings.Replace(body, `"amount":2000,`, "", 1) + `,"amount":2000`},
 	} {

@@ -74,10 +74,10 @@ type Request struct {
 	// Fingerprint identifies the request (method, path, body); a key reused
 	// with another fingerprint is refused.
 	Fingerprint []byte
-	// Digest, when set, identifies the request as sent, byte for byte
-	// (idempotency.Digest), and a key it creates stores it. A request that
-	// carries its key's digest is the request that made the key: Execute
-	// answers it without Params and Fingerprint.
+	// Digest, when set, identifies the request as sent (idempotency.Digest),
+	// and a key it creates stores it. A request that carries its key's
+	// digest sent what the request that made the key sent: Execute answers
+	// it without Params and Fingerprint.
 	Digest []byte
 	// Prepare, when set, fills in Params and Fingerprint, and Execute calls
 	// it once, when it first needs them: the key does not exist, or was
@@ -192,10 +192,11 @@ const maxReads = 3
 // stands.
 //
 // The key is read first, outside any transaction: a replay, the most common
-// repeat, costs one indexed lookup and writes nothing, and when it is sent
-// byte for byte as the first request was, Prepare is not called: its body
-// is never decoded. Reservation itself is
-// never check-then-insert: it is an INSERT … ON CONFLICT DO NOTHING, or a
+// repeat, costs one indexed lookup and writes nothing; sent as the first
+// request was (its Digest), it is answered without Prepare being called.
+// A request Prepare refuses is refused whatever the store says, even when
+// the store cannot be read. Reservation itself is never
+// check-then-insert: it is an INSERT … ON CONFLICT DO NOTHING, or a
 // conditional UPDATE of the lease, each of which decides atomically.
 func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
 	flow, err := e.flowFor(req.Flow)
@@ -229,6 +230,10 @@ func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
 			}
 			return res, err
 		case err != nil:
+			// A request that could never succeed is told so, not to retry.
+			if err := req.prepare(); err != nil {
+				return nil, err
+			}
 			return nil, fmt.Errorf("error reading idempotency key: %w", err)
 		}
 		if same, err := req.madeKey(key); err != nil {
