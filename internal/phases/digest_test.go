@@ -38,6 +38,24 @@ func unprepared(t *testing.T, req *phases.Request) *phases.Request {
 	return req
 }
 
+// answering is a bundle whose shipment flow answers at once.
+func answering(t *testing.T) *bundle {
+	b := setup(t, phases.Config{})
+	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
+		phases.Started: finish,
+	}}))
+	return b
+}
+
+// storedDigest is the digest key k stored.
+func (b *bundle) storedDigest(t *testing.T, k string) []byte {
+	t.Helper()
+	var stored []byte
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT request_digest FROM idempotency_keys WHERE idempotency_key = $1`, k).Scan(&stored))
+	return stored
+}
+
 func TestARequestSentAgainAsItWasIsAnsweredByItsDigest(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
@@ -54,9 +72,7 @@ func TestARequestSentAgainAsItWasIsAnsweredByItsDigest(t *testing.T) {
 	var ambiguous *phases.AmbiguousError
 	require.ErrorAs(t, err, &ambiguous)
 	require.Equal(t, 1, prepared)
-	var stored []byte
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT request_digest FROM idempotency_keys WHERE idempotency_key = 'k'`).Scan(&stored))
-	require.Equal(t, "digest-1", string(stored))
+	require.Equal(t, "digest-1", string(b.storedDigest(t, "k")))
 
 	// The same bytes again resume the key without decoding the body, and
 	// once it finished, replay it without decoding it.
@@ -86,17 +102,12 @@ func TestARequestSentAgainAsItWasIsAnsweredByItsDigest(t *testing.T) {
 
 func TestAKeyStoredWithoutADigestIsJudgedByItsFingerprint(t *testing.T) {
 	t.Parallel()
-	b := setup(t, phases.Config{})
-	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: finish,
-	}}))
+	b := answering(t)
 	ctx := context.Background()
 	prepared := 0
 	_, err := b.engine.Execute(ctx, b.sent("k", "", "shipment A", &prepared))
 	require.NoError(t, err)
-	var stored []byte
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT request_digest FROM idempotency_keys WHERE idempotency_key = 'k'`).Scan(&stored))
-	require.Nil(t, stored, "a key made without a digest, as every key made before the column was")
+	require.Nil(t, b.storedDigest(t, "k"), "a key made without a digest, as every key made before the column was")
 
 	// NULL equals no digest, so none is taken for the one that made it.
 	again, err := b.engine.Execute(ctx, b.sent("k", "digest-1", "shipment A", &prepared))
@@ -109,10 +120,7 @@ func TestAKeyStoredWithoutADigestIsJudgedByItsFingerprint(t *testing.T) {
 
 func TestARequestThatCannotBePreparedStoresNothing(t *testing.T) {
 	t.Parallel()
-	b := setup(t, phases.Config{})
-	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: finish,
-	}}))
+	b := answering(t)
 	ctx := context.Background()
 	errInvalid := errors.New("not a valid shipment")
 	req := b.sent("k", "digest-1", "", new(int))
