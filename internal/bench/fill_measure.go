@@ -85,7 +85,8 @@ func FilledRequests(ctx context.Context, dbURL string, users []User, stats FillS
 
 // ClientBody is the body a client sends for a filled key's stored params:
 // the params, compact and with members sorted (the canonical form, for
-// these plain values), less a refund's payment_id, which is in the path.
+// these plain values), less a refund's payment_id, which is in the path
+// (it is deleted from params).
 // The fill stores the digest of these bytes (fill_digest), so a replay of
 // a filled key is known by it, as a replay of a key the service made.
 func ClientBody(params map[string]any) ([]byte, error) {
