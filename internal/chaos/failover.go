@@ -53,7 +53,7 @@ func (p *Pair) Start(ctx context.Context) error {
 	if err := p.Primary.StartFresh(ctx); err != nil {
 		return err
 	}
-	for p.Standby.Port == p.Primary.Port || busy(p.Standby.Port) {
+	for p.Standby.Port == p.Primary.Port || taken(p.Standby.Port) {
 		p.Standby.Port++
 	}
 	if err := os.RemoveAll(p.Standby.PGData); err != nil {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,14 +28,15 @@ type Cluster struct {
 }
 
 // StartFresh stops the cluster if an earlier run left it up, keeps Port
-// unless another server listens there (a developer's cluster that took it
-// first), in which case it takes the next free port, and starts it.
+// unless it is taken (a developer's cluster that took it first, or a
+// connection's own end: see taken), in which case it takes the next free
+// port, and starts it.
 func (c *Cluster) StartFresh(ctx context.Context) error {
 	if err := c.Stop(ctx); err != nil {
 		return err
 	}
 	want := c.Port
-	for busy(c.Port) {
+	for taken(c.Port) {
 		if c.Port >= want+100 {
 			return fmt.Errorf("no free port in %d-%d for the chaos cluster", want, c.Port)
 		}
@@ -45,14 +45,19 @@ func (c *Cluster) StartFresh(ctx context.Context) error {
 	return c.Start(ctx)
 }
 
-// busy reports whether something listens on 127.0.0.1:port.
-func busy(port int) bool {
-	conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
+// taken reports whether 127.0.0.1:port cannot be listened on, as Postgres
+// would find it: a server listens there, or a connection holds it as its
+// own end. The clusters' ports lie in Linux's range of ephemeral ports, so
+// a client's connection (to the other cluster, say) can hold one, and a
+// dial finds no server there while Postgres still fails to start on it
+// ("Address already in use").
+func taken(port int) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
-		return false
+		return true
 	}
-	conn.Close()
-	return true
+	ln.Close()
+	return false
 }
 
 // Start starts the cluster (or finds it running) and waits until it answers.
