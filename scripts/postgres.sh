@@ -38,6 +38,15 @@ autostop="$root/.tmp/$(basename "$pgdata").autostop"
 lockfile="$root/.tmp/$(basename "$pgdata").lock"
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# port_taken: the port cannot be listened on. Something answers there, or a
+# connection holds it as its own end, which a dial cannot see: the ports
+# below lie in Linux's range of ephemeral ports, and a server started on
+# such a port fails with "Address already in use". ss sees those (where it
+# is installed: iproute2).
+port_taken() {
+  port_busy "$1" && return 0
+  command -v ss >/dev/null 2>&1 && [ -n "$(ss -Htan exclude time-wait "( sport = :$1 )" 2>/dev/null)" ]
+}
 
 choose_port() {
   if [ -n "${PAYMENTSD_PGPORT:-}" ]; then echo "$PAYMENTSD_PGPORT"; return; fi
@@ -49,10 +58,10 @@ choose_port() {
   fi
   # The remembered port, unless another program (another checkout's
   # cluster, say) took it while this one was stopped.
-  if [ -s "$portfile" ] && ! port_busy "$(cat "$portfile")"; then cat "$portfile"; return; fi
+  if [ -s "$portfile" ] && ! port_taken "$(cat "$portfile")"; then cat "$portfile"; return; fi
   local p
   for p in $(seq 55432 55531); do
-    port_busy "$p" || { mkdir -p "$(dirname "$portfile")"; echo "$p" >"$portfile"; echo "$p"; return; }
+    port_taken "$p" || { mkdir -p "$(dirname "$portfile")"; echo "$p" >"$portfile"; echo "$p"; return; }
   done
   echo "postgres.sh: no free port in 55432-55531" >&2
   exit 1
