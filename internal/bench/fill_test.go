@@ -389,9 +389,9 @@ func TestFillShape(t *testing.T) {
 			// its fingerprint.
 			bodies = append(bodies, string(k.Params))
 		}
-		for _, body := range bodies {
-			resp := post(t, svc, apiKeys[k.UserID], path, k.Key, body)
-			require.Equal(t, k.Code, resp.Status, "%s %s: %s", k.Key, body, resp.Body)
+		for _, sent := range bodies {
+			resp := post(t, svc, apiKeys[k.UserID], path, k.Key, sent)
+			require.Equal(t, k.Code, resp.Status, "%s %s: %s", k.Key, sent, resp.Body)
 			require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"), k.Key)
 			require.Equal(t, string(k.Body), string(resp.Body), k.Key)
 			require.Equal(t, k.Headers["Location"], resp.Header.Get("Location"), k.Key)

@@ -50,10 +50,7 @@ func answering(t *testing.T) *bundle {
 // storedDigest is the digest key k stored.
 func (b *bundle) storedDigest(t *testing.T, k string) []byte {
 	t.Helper()
-	var stored []byte
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT request_digest FROM idempotency_keys WHERE idempotency_key = $1`, k).Scan(&stored))
-	return stored
+	return keyColumn[[]byte](t, b, k, "request_digest")
 }
 
 func TestARequestSentAgainAsItWasIsAnsweredByItsDigest(t *testing.T) {

@@ -140,12 +140,18 @@ func (b *bundle) steps(t *testing.T, key string) []string {
 	return steps
 }
 
+// keyColumn is one column of the row of key.
+func keyColumn[T any](t *testing.T, b *bundle, key, column string) T {
+	t.Helper()
+	var v T
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT `+column+` FROM idempotency_keys WHERE idempotency_key = $1`, key).Scan(&v))
+	return v
+}
+
 func (b *bundle) point(t *testing.T, key string) string {
 	t.Helper()
-	var point string
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT recovery_point FROM idempotency_keys WHERE idempotency_key = $1`, key).Scan(&point))
-	return point
+	return keyColumn[string](t, b, key, "recovery_point")
 }
 
 func TestLocalStepsFuseAroundOneCall(t *testing.T) {
