@@ -119,10 +119,14 @@ func (m *measurer) abba(a, b measured, againA, againB func() (measured, error)) 
 
 // runList is the throughputs of a combined Load's runs, in the order they
 // ran: "913, 880, 902 and 925".
-func runList(runs []float64) string {
-	parts := make([]string, len(runs))
-	for i, v := range runs {
-		parts[i] = fmt.Sprintf("%.0f", v)
+func runList(runs []float64) string { return listOf(runs, "%.0f", 1) }
+
+// listOf is values, each times scale in format, as a list in prose:
+// "a, b, c and d".
+func listOf(values []float64, format string, scale float64) string {
+	parts := make([]string, len(values))
+	for i, v := range values {
+		parts[i] = fmt.Sprintf(format, v*scale)
 	}
 	if len(parts) < 2 {
 		return strings.Join(parts, "")

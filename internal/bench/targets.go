@@ -67,7 +67,7 @@ func Evaluate(r *Results) []Target {
 			p99.Measured = share.Measured
 		} else {
 			share.Measured, share.Met = shareOf(kind.svc, kind.bare, kind.unit, BareRatio)
-			share.Measured += pairRuns(kind.svc, kind.bare)
+			share.Measured += pairRuns(kind.svc, kind.bare) + pairInterval(kind.svc, kind.bare, BareRatio)
 			p99.Measured, p99.Met = p99Of(kind.svc, kind.bare, BareP99)
 		}
 		targets = append(targets, share, p99)
@@ -175,8 +175,8 @@ func filledTargets(r *Results) []Target {
 	default:
 		fresh.Measured, fresh.Met = shareOf(f.Fresh, empty.Fresh, "payments/s", FilledRatio)
 		replay.Measured, replay.Met = shareOf(f.Replay, empty.Replay, "requests/s", FilledRatio)
-		fresh.Measured += filledRuns(f.Fresh)
-		replay.Measured += filledRuns(f.Replay)
+		fresh.Measured += filledRuns(f.Fresh) + filledInterval(f.Fresh, empty.Fresh, FilledRatio)
+		replay.Measured += filledRuns(f.Replay) + filledInterval(f.Replay, empty.Replay, FilledRatio)
 	}
 	if w := f.Window; f.Measured() && w != nil {
 		reaper.Met = f.keepsUp()

@@ -156,9 +156,11 @@ func TestJudgedPairsShowTheirRuns(t *testing.T) {
 	p := &r.Points[2] // 32 connections
 	p.Fresh.Runs, p.BareFresh.Runs = []float64{370, 390, 380, 380}, []float64{410, 390, 400, 400}
 	p.Replay.Runs, p.BareReplay.Runs = []float64{3700, 3900}, []float64{4100, 3900}
-	require.Equal(t, "95% (380 of 400 payments/s); runs (ABBA): service 370, 390, 380 and 380, bare 410, 390, 400 and 400",
+	require.Equal(t, "95% (380 of 400 payments/s); runs (ABBA): service 370, 390, 380 and 380, bare 410, 390, 400 and 400"+
+		"; the pairs' shares 90%, 100%, 95% and 95%, 95% interval 89–101%, which holds 90%: this run cannot tell met from not met",
 		find(t, r, "fresh payments ≥ 90% of the bare").Measured)
-	require.Equal(t, "95% (3800 of 4000 requests/s); runs (ABBA): service 3700 and 3900, bare 4100 and 3900",
+	require.Equal(t, "95% (3800 of 4000 requests/s); runs (ABBA): service 3700 and 3900, bare 4100 and 3900"+
+		"; the pairs' shares 90% and 100%, 95% interval 33–157%, which holds 90%: this run cannot tell met from not met",
 		find(t, r, "replays ≥ 90% of the bare").Measured)
 	require.Equal(t, "95% (361 of 380 payments/s)", find(t, r, "fresh payments with", "keys filled").Measured)
 	require.Contains(t, Tables(r), "figures are each **4 runs in ABBA order twice\nover**")
@@ -170,7 +172,7 @@ func TestJudgedPairsShowTheirRuns(t *testing.T) {
 	f := r.Filled
 	f.Fresh.Runs, f.BareFresh.Runs = []float64{350, 370, 360, 364}, []float64{390, 380, 400, 390}
 	f.Replay.Runs, f.BareReplay.Runs = []float64{3500, 3600, 3700, 3600}, []float64{3900, 3800, 3900, 3800}
-	require.Equal(t, "95% (361 of 380 payments/s); filled runs (ABBA): 350, 370, 360 and 364",
+	require.Equal(t, "95% (361 of 380 payments/s); filled runs (ABBA): 350, 370, 360 and 364; 95% interval 91–99%",
 		find(t, r, "fresh payments with", "keys filled").Measured)
 	require.Contains(t, find(t, r, "replays of filled keys").Measured, "; filled runs (ABBA): 3500, 3600, 3700 and 3600")
 	require.Contains(t, Tables(r), "The filled point's pairs ran so too; the other connection\ncounts and the slow processor are one run a side.")
