@@ -109,17 +109,24 @@ start() {
     as_pg "$bin/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
   fi
   if ! as_pg "$bin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1; then
-    local opts="-c listen_addresses=127.0.0.1 -p $port -k $pgdata -c max_connections=300 -c shared_buffers=256MB"
+    # TCP only: no Unix socket. Its path (directory, then .s.PGSQL.<port>)
+    # may not exceed 107 bytes, and a checkout's path can be long enough
+    # that a socket in the data directory would stop the server starting.
+    local opts="-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='' -c max_connections=300 -c shared_buffers=256MB"
     # pg_stat_statements, where available, shows where database time goes.
     if [ -e "$("$bin/pg_config" --pkglibdir 2>/dev/null)/pg_stat_statements.so" ]; then
       opts="$opts -c shared_preload_libraries=pg_stat_statements"
     fi
     opts="$opts ${PAYMENTSD_PG_SETTINGS:-}"
     # 9>&-: the server must not inherit the lock (see locked).
-    as_pg "$bin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w -t 60 start -o "$opts" >/dev/null 9>&-
+    if ! as_pg "$bin/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w -t 60 start -o "$opts" >/dev/null 9>&-; then
+      echo "postgres.sh: the server did not start; the end of $pgdata/server.log:" >&2
+      tail -n 8 "$pgdata/server.log" >&2 || true
+      exit 1
+    fi
   fi
   for _ in $(seq 1 50); do
-    "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" && { echo "$url"; return; }
+    "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres && { echo "$url"; return; }
     sleep 0.2
   done
   echo "postgres.sh: the cluster did not become ready; see $pgdata/server.log" >&2

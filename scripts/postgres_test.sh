@@ -42,5 +42,13 @@ kill "$other"; wait "$other" 2>/dev/null || true
 $pg release "$other"
 check "the last test run out stops it" stopped
 
-echo "$(( 5 - failures )) passed, $failures failed"
+# A data directory whose path is longer than a Unix socket's may be (107
+# bytes): the server listens on TCP only, so its path does not matter.
+long=$root/.tmp/pg-selftest-$(printf 'long%.0s' $(seq 1 28))
+PAYMENTSD_PGDATA=$long $pg start >/dev/null
+PAYMENTSD_PGDATA=$long check "a cluster starts in a data directory of ${#long} bytes" running
+PAYMENTSD_PGDATA=$long $pg stop
+rm -rf "$long" "$long".*
+
+echo "$(( 6 - failures )) passed, $failures failed"
 [ "$failures" = 0 ]
