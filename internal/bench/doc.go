@@ -21,10 +21,10 @@
 //     indexed lookup a replay needs.
 //
 // At TargetConns, where the targets are judged, each judged pair runs
-// JudgedRuns times, in ABBA order twice over (judged.go): after the
-// fresh-payment ceiling the fresh pair three times more, the service first
-// in every other one, and the replays as service, bare, bare, service, and
-// again. Each side's runs are read as one Load (combine): the requests
+// JudgedRuns times, in ABBA order over and over (judged.go): after the
+// fresh-payment ceiling the fresh pair JudgedRuns-1 times more, the service
+// first in every other one, and the replays as service, bare, bare,
+// service, and so on. Each side's runs are read as one Load (combine): the requests
 // answered inside all its windows over the sum of the windows, p50 and p99
 // over all its runs' latencies together, the counts summed, and each run's
 // own throughput kept in Load.Runs for the report. The filled point's

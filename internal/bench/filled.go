@@ -178,7 +178,7 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 		}
 	}
 	// The pairs run as the judged point's do (abba): JudgedRuns a side, in
-	// ABBA order twice over, each side's runs read as one. No vacuum
+	// ABBA order over and over, each side's runs read as one. No vacuum
 	// before the fresh runs: they meet the dead rows that the reaper and
 	// each other leave, as a service does between autovacuums, which at
 	// this size come once a fifth of a table has changed. Only the

@@ -101,11 +101,11 @@ func Markdown(r *Results, svgPath string) string {
 // abbaMethod says how the pairs judged at TargetConns were measured.
 func abbaMethod(b *strings.Builder) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	w("- **The judged point, %d connections, runs each pair %d times, in ABBA order twice over.** On two shared\n", TargetConns, JudgedRuns)
+	w("- **The judged point, %d connections, runs each pair %d times, %s.** On two shared\n", TargetConns, JudgedRuns, abbaOrder())
 	w("  cores, single runs of the same code drift by 5 to 8%% from one to the next, and a pair in a fixed order\n")
 	w("  hands that drift, and whatever the first run leaves the second, to one side. So after fresh.sql the\n")
 	w("  fresh pair runs %d times more, service first in every other one (the commit accounting reads the\n", JudgedRuns-1)
-	w("  first service run alone), and the replays run service, bare, bare, service, and again. Each side's runs\n")
+	w("  first service run alone), and the replays run service, bare, bare, service, and so on. Each side's runs\n")
 	w("  are read as one: the requests answered inside all its windows over the sum of the windows, p50 and p99\n")
 	w("  over all its runs' requests together, the counts summed. The targets show each run's throughput.\n")
 }

@@ -59,9 +59,9 @@ func fillSection(b *strings.Builder, r *Results) {
 		w("the reaper freed, the tables' and indexes' right edges) are cold, and the fill ends with a checkpoint,\n")
 		w("after which the first write of every page goes into the WAL whole; a service at this size is past both.\n")
 		w("So fresh payments ran once through the bare service and once through the service, unmeasured, before\n")
-		w("the measured runs. Then, as at the judged point, **%d runs a side in ABBA order twice over**, each side's\n", JudgedRuns)
-		w("runs read as one: fresh payments bare, service, service, bare, and again; fresh.sql; replays service,\n")
-		w("bare, bare, service, and again. Unlike the empty database's, the fresh runs are not preceded by a vacuum:\n")
+		w("the measured runs. Then, as at the judged point, **%d runs a side %s**, each side's\n", JudgedRuns, abbaOrder())
+		w("runs read as one: fresh payments bare, service, service, bare, and so on; fresh.sql; replays service,\n")
+		w("bare, bare, service, and so on. Unlike the empty database's, the fresh runs are not preceded by a vacuum:\n")
 		w("they meet the dead rows that the reaper and each other leave, as a service does between autovacuums,\n")
 		w("which at this size come once a fifth of a table has changed; each replay run is.\n")
 	} else {

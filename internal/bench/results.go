@@ -172,7 +172,7 @@ type Load struct {
 	Errors int `json:"errors"`
 	// Runs is the throughput of each run a combined Load was read from,
 	// in the order they ran (the judged pairs at TargetConns, JudgedRuns
-	// runs a side in ABBA order twice over); empty for a single run.
+	// runs a side in ABBA order); empty for a single run.
 	Runs []float64 `json:"runs,omitempty"`
 }
 

@@ -120,10 +120,10 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 // (see Settle); the bare's runs before the first of them, with the emulator
 // filling most of the wait, so its commits never blur the service's. At
 // TargetConns each pair the targets judge runs JudgedRuns times, in ABBA
-// order twice over (abba): the fresh pair again after the fresh.sql ceiling
+// order over and over (abba): the fresh pair again after the fresh.sql ceiling
 // and its calibration, so outside the commit accounting, which reads the
 // first service run alone; the replays as service, bare, bare, service, and
-// again. It adds the statements of the service's runs to the sums,
+// so on. It adds the statements of the service's runs to the sums,
 // and returns the profiles taken at TargetConns when profiling: the
 // service's, and the bare's during its own runs of the same scenarios.
 func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum snapshot) (Point, []Profile, error) {

@@ -19,9 +19,9 @@ func Tables(r *Results) string {
 		w("| %s | %s | %s |\n", t.Name, t.Measured, mark(t.Met))
 	}
 	if r.abba() {
-		w("\nAt %d connections the service's and the bare service's figures are each **%d runs in ABBA order twice\n", TargetConns, JudgedRuns)
-		w("over**, read as one: fresh payments bare, service, service, bare, and again; replays service, bare, bare,\n")
-		w("service, and again. Throughput is the requests answered inside all of a side's windows over the sum of\n")
+		w("\nAt %d connections the service's and the bare service's figures are each **%d runs %s**,\n", TargetConns, JudgedRuns, abbaOrder())
+		w("read as one: fresh payments bare, service, service, bare, and so on; replays service, bare, bare,\n")
+		w("service, and so on. Throughput is the requests answered inside all of a side's windows over the sum of\n")
 		w("its windows, p50 and p99 are over all its runs' requests together, and the counts are summed; each run's\n")
 		if r.Filled.abba() {
 			w("own throughput is in the targets above. The filled point's pairs ran so too; the other connection\n")

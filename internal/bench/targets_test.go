@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -163,10 +164,10 @@ func TestJudgedPairsShowTheirRuns(t *testing.T) {
 		"; the pairs' shares 90% and 100%, 95% interval 33–157%, which holds 90%: this run cannot tell met from not met",
 		find(t, r, "replays ≥ 90% of the bare").Measured)
 	require.Equal(t, "95% (361 of 380 payments/s)", find(t, r, "fresh payments with", "keys filled").Measured)
-	require.Contains(t, Tables(r), "figures are each **4 runs in ABBA order twice\nover**")
+	require.Contains(t, Tables(r), fmt.Sprintf("figures are each **%d runs in ABBA order four times over**,\nread as one", JudgedRuns))
 	md := Markdown(r, "bench.svg")
-	require.Contains(t, md, "runs each pair 4 times, in ABBA order twice over")
-	require.Contains(t, md, "4 runs a side\nin ABBA order")
+	require.Contains(t, md, fmt.Sprintf("runs each pair %d times, in ABBA order four times over", JudgedRuns))
+	require.Contains(t, md, fmt.Sprintf("%d runs a side\nin ABBA order", JudgedRuns))
 	require.Contains(t, Tables(r), "The other connection counts, the slow processor and the filled\npoint are one run a side.")
 
 	f := r.Filled
@@ -177,7 +178,7 @@ func TestJudgedPairsShowTheirRuns(t *testing.T) {
 	require.Contains(t, find(t, r, "replays of filled keys").Measured, "; filled runs (ABBA): 3500, 3600, 3700 and 3600")
 	require.Contains(t, Tables(r), "The filled point's pairs ran so too; the other connection\ncounts and the slow processor are one run a side.")
 	md = Markdown(r, "bench.svg")
-	require.Contains(t, md, "**4 runs a side in ABBA order twice over**")
+	require.Contains(t, md, fmt.Sprintf("**%d runs a side in ABBA order four times over**", JudgedRuns))
 	require.Contains(t, md, "fresh payments ran once through the bare service and once through the service, unmeasured")
 	require.NotContains(t, md, "Each is a single run")
 
