@@ -56,11 +56,13 @@ type Costs = Sides[DBCost]
 type CPUCosts = Sides[CPUCost]
 
 // sideCost sums the statements of one side's runs and the requests they
-// answered, and the machine's CPU time over them.
+// answered, and the machine's CPU time and the database's backends'
+// waits over them.
 type sideCost struct {
 	delta    snapshot
 	requests int
 	cpu      cpuSum
+	waits    waitSum
 }
 
 // add adds the statements run between a and b, and the requests answered
@@ -115,6 +117,12 @@ func (s *costSums) costs() *Costs {
 // cpuCosts is what the CPU time comes to; nil when none was read.
 func (s *costSums) cpuCosts() *CPUCosts {
 	return sidesOf(s, func(c *sideCost) *CPUCost { return c.cpu.cost() })
+}
+
+// waitCosts is what the samples of pg_stat_activity saw; nil when none
+// was taken.
+func (s *costSums) waitCosts() *WaitCosts {
+	return sidesOf(s, func(c *sideCost) *Waits { return c.waits.waits() })
 }
 
 // sidesOf is of applied to each side's sum; nil when it gives nothing.

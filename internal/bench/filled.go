@@ -219,7 +219,7 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 	if f.Replay, f.BareReplay, err = m.runPair(serviceReplays, bareReplays); err != nil {
 		return err
 	}
-	f.Costs, f.CPU = sums.costs(), sums.cpuCosts()
+	f.Costs, f.CPU, f.Waits = sums.costs(), sums.cpuCosts(), sums.waitCosts()
 	if cpErr == nil {
 		var cpAfter checkpointReading
 		if cpAfter, cpErr = readCheckpoint(ctx, cfg.BenchURL); cpErr == nil {

@@ -55,7 +55,7 @@ func (m *measurer) observe(ctx context.Context, sc Scenario, cost *sideCost, top
 		return measured{}, err
 	}
 	cpuBefore := m.readCPU()
-	s, err := m.measure(ctx, sc)
+	s, err := waitsDuring(ctx, m.cfg.BenchURL, cost, func() (measured, error) { return m.measure(ctx, sc) })
 	if err != nil {
 		return s, err
 	}

@@ -52,6 +52,7 @@ func Markdown(r *Results, svgPath string) string {
 	profileSection(&b, r)
 	cpuCostSection(&b, r)
 	statementSection(&b, r)
+	waitsSection(&b, r)
 
 	w("## Method\n\n")
 	w("- **Clients** are closed-loop: each of *conns* clients sends its next request when the previous\n")

@@ -110,6 +110,9 @@ type Point struct {
 	// CPU is what each side's runs cost the machine's CPUs per request, by
 	// process, from /proc; nil without it.
 	CPU *CPUCosts `json:"cpu_cost,omitempty"`
+	// Waits is what the database's backends were doing during each side's
+	// runs, from pg_stat_activity (waits.go); nil when it was not sampled.
+	Waits *WaitCosts `json:"waits,omitempty"`
 }
 
 // Slow is the slow-processor point.

@@ -49,6 +49,9 @@ type Filled struct {
 	// CPU is what each side's runs cost the machine's CPUs per request,
 	// as at the empty database's point (Point.CPU).
 	CPU *CPUCosts `json:"cpu_cost,omitempty"`
+	// Waits is what the database's backends were doing, as at the empty
+	// database's point (Point.Waits).
+	Waits *WaitCosts `json:"waits,omitempty"`
 	// Checkpoints is where the measured runs fell in the server's
 	// checkpoint cycle; nil when it could not be read.
 	Checkpoints *Checkpoints `json:"checkpoints,omitempty"`

@@ -253,7 +253,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql", nil); err != nil {
 		return p, nil, err
 	}
-	p.Costs, p.CPU = sums.costs(), sums.cpuCosts()
+	p.Costs, p.CPU, p.Waits = sums.costs(), sums.cpuCosts(), sums.waitCosts()
 	if profiles, err = m.profiledRuns(ctx); err != nil {
 		return p, nil, err
 	}
