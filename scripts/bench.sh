@@ -259,7 +259,7 @@ if [ -n "$fill" ]; then
   start_service PAYMENTSD_REAPER_INTERVAL=$reaper_interval
   start_bare
   bin/paymentsd-bench run-filled -json "$work/results.json" \
-    -service "http://$service_addr" -bare "http://$bare_addr" -db-url "$bench_url" \
+    -service "http://$service_addr" -bare "http://$bare_addr" -db-url "$bench_url" -admin-url "$admin_url" \
     -users "$users" -duration "$duration" -reaper-interval "$reaper_interval" \
     -pgbench "$(command -v pgbench)" -scripts bench/pgbench -md "$md" -svg "$svg" \
     -pids "service=$service_pid,bare=$bare_pid,emulator=$emulator_pid"

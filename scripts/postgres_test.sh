@@ -16,7 +16,10 @@ check() { # check WHAT WANT: WANT is running or stopped
   $pg status >/dev/null && got=running
   if [ "$got" = "$2" ]; then echo "ok: $1: $got"; else echo "FAIL: $1: $got, want $2"; failures=$((failures + 1)); fi
 }
-trap '$pg stop; rm -rf "$PAYMENTSD_PGDATA" "$PAYMENTSD_PGDATA".*' EXIT
+# A data directory whose path is longer than a Unix socket's may be (107
+# bytes), for the last check.
+long=$root/.tmp/pg-selftest-$(printf 'long%.0s' $(seq 1 28))
+trap '$pg stop; PAYMENTSD_PGDATA=$long $pg stop; rm -rf "$PAYMENTSD_PGDATA" "$PAYMENTSD_PGDATA".* "$long" "$long".*' EXIT
 
 $pg stop
 scripts/with-postgres.sh bash -c 'psql -q "$DATABASE_URL" -c "select 1" >/dev/null'
@@ -42,9 +45,8 @@ kill "$other"; wait "$other" 2>/dev/null || true
 $pg release "$other"
 check "the last test run out stops it" stopped
 
-# A data directory whose path is longer than a Unix socket's may be (107
-# bytes): the server listens on TCP only, so its path does not matter.
-long=$root/.tmp/pg-selftest-$(printf 'long%.0s' $(seq 1 28))
+# The server listens on TCP only, so a long data directory's path does not
+# matter.
 PAYMENTSD_PGDATA=$long $pg start >/dev/null
 PAYMENTSD_PGDATA=$long check "a cluster starts in a data directory of ${#long} bytes" running
 PAYMENTSD_PGDATA=$long $pg stop

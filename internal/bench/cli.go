@@ -230,6 +230,7 @@ func runFilledCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, 
 	fs.StringVar(&cfg.ServiceURL, "service", "", "base URL of paymentsd serve")
 	fs.StringVar(&cfg.BareURL, "bare", "", "base URL of the bare service (paymentsd-bare)")
 	fs.StringVar(&cfg.BenchURL, "db-url", "", "URL of the bench database")
+	fs.StringVar(&cfg.AdminURL, "admin-url", "", "URL of another database on the server, where the database's waits are sampled from (empty: they are not)")
 	fs.StringVar(&cfg.Scripts, "scripts", "bench/pgbench", "directory of fresh.sql")
 	processesFlag(fs, &cfg.Processes)
 	fs.DurationVar(&cfg.ReaperInterval, "reaper-interval", 5*time.Second, "the service's PAYMENTSD_REAPER_INTERVAL")

@@ -65,9 +65,11 @@ func RecordFill(ctx context.Context, res *Results, dbURL string, users []User, k
 // FilledConfig is the filled point's run.
 type FilledConfig struct {
 	// ServiceURL and BareURL are the services, started again after the
-	// fill; BenchURL the bench database.
-	ServiceURL, BareURL, BenchURL string
-	Users                         []User
+	// fill; BenchURL the bench database, AdminURL any other database on
+	// the server (where the harness samples pg_stat_activity from: waits.go;
+	// empty, it does not).
+	ServiceURL, BareURL, BenchURL, AdminURL string
+	Users                                   []User
 	// Duration and Warmup are every run's, as in Config.
 	Duration, Warmup time.Duration
 	// PGBench and Scripts run fresh.sql once more; a nil PGBench skips it.
@@ -162,7 +164,7 @@ func RunFilled(ctx context.Context, cfg FilledConfig, res *Results) error {
 	statements, status := EnableStatements(ctx, cfg.BenchURL)
 	defer statements.Close(ctx)
 	logf(cfg.Log, "  pg_stat_statements: %s", status)
-	m := measurer{cfg: Config{BenchURL: cfg.BenchURL, Duration: cfg.Duration, Warmup: cfg.Warmup, PGBench: cfg.PGBench, Scripts: cfg.Scripts, Processes: cfg.Processes, Log: cfg.Log},
+	m := measurer{cfg: Config{AdminURL: cfg.AdminURL, BenchURL: cfg.BenchURL, Duration: cfg.Duration, Warmup: cfg.Warmup, PGBench: cfg.PGBench, Scripts: cfg.Scripts, Processes: cfg.Processes, Log: cfg.Log},
 		statements: statements, conns: f.Conns}
 	var sums costSums
 	// What the fill leaves is a database no service has run on: beyond the

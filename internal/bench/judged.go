@@ -26,12 +26,12 @@ import (
 // runs move by 5 to 8% (interval.go); eight narrow it to about 4.
 const JudgedRuns = 8
 
-// abbaOrder says how often the judged pairs' ABBA order ran: "in ABBA
-// order four times over".
-func abbaOrder() string {
-	times := map[int]string{1: "once", 2: "twice", 3: "three times", 4: "four times", 5: "five times", 6: "six times"}[JudgedRuns/2]
+// abbaOrder says how often the ABBA order of pairs run runs a side ran:
+// "in ABBA order four times over" for 8.
+func abbaOrder(runs int) string {
+	times := map[int]string{1: "once", 2: "twice", 3: "three times", 4: "four times", 5: "five times", 6: "six times"}[runs/2]
 	if times == "" {
-		times = fmt.Sprintf("%d times", JudgedRuns/2)
+		times = fmt.Sprintf("%d times", runs/2)
 	}
 	return "in ABBA order " + times + " over"
 }
@@ -55,7 +55,7 @@ func (m *measurer) observe(ctx context.Context, sc Scenario, cost *sideCost, top
 		return measured{}, err
 	}
 	cpuBefore := m.readCPU()
-	s, err := waitsDuring(ctx, m.cfg.BenchURL, cost, func() (measured, error) { return m.measure(ctx, sc) })
+	s, err := waitsDuring(ctx, m.waitTarget(), cost, func() (measured, error) { return m.measure(ctx, sc) })
 	if err != nil {
 		return s, err
 	}

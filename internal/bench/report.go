@@ -84,7 +84,7 @@ func Markdown(r *Results, svgPath string) string {
 	w("  replays, bare replays, replay.sql. The bare runs first so that its commits have settled before\n")
 	w("  the service's fresh run is bracketed (see the commits above); the emulator fills that wait.\n")
 	if r.abba() {
-		abbaMethod(&b)
+		abbaMethod(&b, r.judgedRuns())
 	}
 	w("  Before each run of the service and of the bare service the harness vacuums the bench database\n")
 	w("  (`VACUUM (ANALYZE)`, outside the commit accounting), so that the autovacuum the previous runs'\n")
@@ -99,13 +99,14 @@ func Markdown(r *Results, svgPath string) string {
 	return b.String()
 }
 
-// abbaMethod says how the pairs judged at TargetConns were measured.
-func abbaMethod(b *strings.Builder) {
+// abbaMethod says how the pairs judged at TargetConns were measured, runs
+// times a side.
+func abbaMethod(b *strings.Builder, runs int) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	w("- **The judged point, %d connections, runs each pair %d times, %s.** On two shared\n", TargetConns, JudgedRuns, abbaOrder())
+	w("- **The judged point, %d connections, runs each pair %d times, %s.** On two shared\n", TargetConns, runs, abbaOrder(runs))
 	w("  cores, single runs of the same code drift by 5 to 8%% from one to the next, and a pair in a fixed order\n")
 	w("  hands that drift, and whatever the first run leaves the second, to one side. So after fresh.sql the\n")
-	w("  fresh pair runs %d times more, service first in every other one (the commit accounting reads the\n", JudgedRuns-1)
+	w("  fresh pair runs %d times more, service first in every other one (the commit accounting reads the\n", runs-1)
 	w("  first service run alone), and the replays run service, bare, bare, service, and so on. Each side's runs\n")
 	w("  are read as one: the requests answered inside all its windows over the sum of the windows, p50 and p99\n")
 	w("  over all its runs' requests together, the counts summed. The targets show each run's throughput.\n")

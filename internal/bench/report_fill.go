@@ -59,7 +59,8 @@ func fillSection(b *strings.Builder, r *Results) {
 		w("the reaper freed, the tables' and indexes' right edges) are cold, and the fill ends with a checkpoint,\n")
 		w("after which the first write of every page goes into the WAL whole; a service at this size is past both.\n")
 		w("So fresh payments ran once through the bare service and once through the service, unmeasured, before\n")
-		w("the measured runs. Then, as at the judged point, **%d runs a side %s**, each side's\n", JudgedRuns, abbaOrder())
+		n := f.judgedRuns()
+		w("the measured runs. Then, as at the judged point, **%d runs a side %s**, each side's\n", n, abbaOrder(n))
 		w("runs read as one: fresh payments bare, service, service, bare, and so on; fresh.sql; replays service,\n")
 		w("bare, bare, service, and so on. Unlike the empty database's, the fresh runs are not preceded by a vacuum:\n")
 		w("they meet the dead rows that the reaper and each other leave, as a service does between autovacuums,\n")
@@ -70,7 +71,7 @@ func fillSection(b *strings.Builder, r *Results) {
 		w("are not preceded by a vacuum: they meet the dead rows that the reaper and each other leave, as a service\n")
 		w("does between autovacuums, which at this size come once a fifth of a table has changed; each replay run is.\n")
 		if r.abba() {
-			w("Each is a single run; the empty database's figures beside them are the judged point's, %d runs a side\n", JudgedRuns)
+			w("Each is a single run; the empty database's figures beside them are the judged point's, %d runs a side\n", r.judgedRuns())
 			w("in ABBA order read as one (see the method below).\n")
 		}
 	}

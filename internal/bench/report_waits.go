@@ -25,11 +25,14 @@ func waitsSection(b *strings.Builder, r *Results) {
 	}
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("### What the database's connections were doing, at %d connections\n\n", TargetConns)
-	w("Sampled from pg_stat_activity every %s during each side's runs (warm-up included; `internal/bench/waits.go`),\n", waitInterval)
-	w("the mean number of the bench database's backends inside a statement and waiting on no event (on a CPU or\n")
-	w("ready for one), inside a statement and waiting on an event (a lock, a buffer, I/O, the WAL), and idle\n")
-	w("inside a transaction (their client is between two of its statements). Idle backends, which wait for\n")
-	w("their client's next statement, are not counted. ")
+	w("Sampled from pg_stat_activity every %s during each side's runs (warm-up included; the service's first fresh\n", waitInterval)
+	w("run, inside the commit accounting, is not sampled), from another database so that the sampling reaches neither\n")
+	w("the bench database's statements nor its commits (`internal/bench/waits.go`): the mean number of the bench\n")
+	w("database's backends inside a statement and waiting on no event (on a CPU or ready for one), inside a\n")
+	w("statement and waiting on an event (a lock, a buffer, I/O, the WAL, the client), and idle inside a\n")
+	w("transaction (their client is between two of its statements). The service's background workers' backends\n")
+	w("count in every run, the bare's included; idle backends, which wait for their client's next statement,\n")
+	w("are not counted. ")
 	sideTable(w, e.Waits, f, []sideColumn[Waits]{
 		{"samples", "%.0f", func(v *Waits) float64 { return float64(v.Samples) }},
 		{"in a statement, not waiting", "%.2f", func(v *Waits) float64 { return v.OnCPU }},

@@ -79,6 +79,11 @@ func (f *Filled) abba() bool {
 	return f.Measured() && (len(f.Fresh.Runs) > 0 || len(f.Replay.Runs) > 0)
 }
 
+// judgedRuns is how many runs a side the filled point's pairs ran.
+func (f *Filled) judgedRuns() int {
+	return max(len(f.Fresh.Runs), len(f.Replay.Runs))
+}
+
 // FillMade is what a fill inserted (FillStats).
 type FillMade struct {
 	Keys         int64 `json:"keys"`

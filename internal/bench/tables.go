@@ -7,7 +7,7 @@ import (
 )
 
 // Tables renders the figures as Markdown tables: the targets (with how the
-// judged point's runs were read as one, when it ran two a side), then fresh
+// judged point's runs were read as one, when it ran several a side), then fresh
 // payments and replays with the service beside the bare service and the
 // pgbench ceiling, then the slow-processor point. The console summary and
 // BENCHMARKS.md both show them.
@@ -19,7 +19,8 @@ func Tables(r *Results) string {
 		w("| %s | %s | %s |\n", t.Name, t.Measured, mark(t.Met))
 	}
 	if r.abba() {
-		w("\nAt %d connections the service's and the bare service's figures are each **%d runs %s**,\n", TargetConns, JudgedRuns, abbaOrder())
+		n := r.judgedRuns()
+		w("\nAt %d connections the service's and the bare service's figures are each **%d runs %s**,\n", TargetConns, n, abbaOrder(n))
 		w("read as one: fresh payments bare, service, service, bare, and so on; replays service, bare, bare,\n")
 		w("service, and so on. Throughput is the requests answered inside all of a side's windows over the sum of\n")
 		w("its windows, p50 and p99 are over all its runs' requests together, and the counts are summed; each run's\n")

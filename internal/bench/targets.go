@@ -230,6 +230,13 @@ func (r *Results) abba() bool {
 	return ok && (len(p.Fresh.Runs) > 0 || len(p.Replay.Runs) > 0)
 }
 
+// judgedRuns is how many runs a side the judged point's pairs ran: the
+// results' own count, which a run saved before JudgedRuns changed keeps.
+func (r *Results) judgedRuns() int {
+	p, _ := r.point(TargetConns)
+	return max(len(p.Fresh.Runs), len(p.Replay.Runs))
+}
+
 // p99Of is the service's p99 as a multiple of the bare's, and whether it
 // stays within most.
 func p99Of(svc, bare Load, most float64) (string, bool) {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,8 +16,10 @@ import (
 // not why: with 32 requests in flight, an idle CPU means every one of them
 // waited on something at once. pg_stat_activity says what the database's
 // side of them was doing. Every waitInterval during each run of a side the
-// harness reads it on a connection of its own and counts each client
-// backend of the bench database by what it did at that moment: inside a
+// harness reads it on a connection of its own, to another database of the
+// server so that its reads reach neither the bench database's statements
+// nor its commits, and counts each client backend of the bench database
+// (the service's background workers' included) by what it did then: inside a
 // statement and waiting on nothing Postgres tracks (on the CPU, or ready
 // to be), inside a statement and waiting on an event (a lock, a buffer's
 // content, I/O, the write-ahead log, the client), or idle inside a
@@ -30,12 +33,20 @@ import (
 // about 1% of a core, on every side's runs alike.
 const waitInterval = 50 * time.Millisecond
 
-// waitQuery reads each client backend of the bench database that is in a
+// waitQuery reads each client backend of database $1 that is in a
 // statement or a transaction: its state and wait event.
 const waitQuery = `SELECT state, coalesce(wait_event_type || ':' || wait_event, '')
 FROM pg_stat_activity
-WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
-  AND state IN ('active', 'idle in transaction')`
+WHERE datname = $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+  AND (state = 'active' OR state LIKE 'idle in transaction%')`
+
+// waitSampleTimeout bounds one sample: a server that stops answering ends
+// the sampling, not the run.
+const waitSampleTimeout = time.Second
+
+// waitTarget is where the sampler connects (url, any database of the
+// server but the bench database) and the database it watches (db).
+type waitTarget struct{ url, db string }
 
 // Waits is what the bench database's client backends were doing during a
 // side's runs, each figure the mean number of backends over the samples.
@@ -78,7 +89,7 @@ type waitSum struct {
 // add counts one backend's state and wait event.
 func (s *waitSum) add(state, event string) {
 	switch {
-	case state == "idle in transaction":
+	case strings.HasPrefix(state, "idle in transaction"):
 		s.idleInTx++
 	case event == "":
 		s.onCPU++
@@ -119,25 +130,28 @@ func (s *waitSum) waits() *Waits {
 	return w
 }
 
-// sampleWaits samples the bench database's backends every waitInterval
-// until stop is closed, and returns what it saw; nothing when it cannot
-// connect, as the other readings that cannot be taken give nothing.
-func sampleWaits(ctx context.Context, dbURL string, stop <-chan struct{}) waitSum {
+// sampleWaits samples the watched database's backends every waitInterval
+// until ctx ends, and returns what it saw: nothing when it cannot connect,
+// as the other readings that cannot be taken give nothing, and the samples
+// taken so far when one fails.
+func sampleWaits(ctx context.Context, at waitTarget) waitSum {
 	var sum waitSum
-	conn, err := pgx.Connect(ctx, dbURL)
+	conn, err := pgx.Connect(ctx, at.url)
 	if err != nil {
 		return sum
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), waitSampleTimeout)
+		defer cancel()
+		_ = conn.Close(closing)
+	}()
 	tick := time.NewTicker(waitInterval)
 	defer tick.Stop()
 	for {
-		if err := sum.sample(ctx, conn); err != nil {
-			return waitSum{}
+		if err := sum.sample(ctx, conn, at.db); err != nil {
+			return sum
 		}
 		select {
-		case <-stop:
-			return sum
 		case <-ctx.Done():
 			return sum
 		case <-tick.C:
@@ -145,9 +159,11 @@ func sampleWaits(ctx context.Context, dbURL string, stop <-chan struct{}) waitSu
 	}
 }
 
-// sample takes one sample on conn.
-func (s *waitSum) sample(ctx context.Context, conn *pgx.Conn) error {
-	rows, err := conn.Query(ctx, waitQuery)
+// sample takes one sample of database db's backends on conn.
+func (s *waitSum) sample(ctx context.Context, conn *pgx.Conn, db string) error {
+	ctx, cancel := context.WithTimeout(ctx, waitSampleTimeout)
+	defer cancel()
+	rows, err := conn.Query(ctx, waitQuery, db)
 	if err != nil {
 		return err
 	}
@@ -162,17 +178,29 @@ func (s *waitSum) sample(ctx context.Context, conn *pgx.Conn) error {
 	return err
 }
 
-// waitsDuring samples the bench database's backends while run runs, and
-// adds what it saw to cost (nil: no sampling).
-func waitsDuring[T any](ctx context.Context, dbURL string, cost *sideCost, run func() (T, error)) (T, error) {
-	if cost == nil || dbURL == "" {
+// waitsDuring samples the watched database's backends while run runs, and
+// adds what it saw to cost (a nil cost or an empty target: no sampling).
+func waitsDuring[T any](ctx context.Context, at waitTarget, cost *sideCost, run func() (T, error)) (T, error) {
+	if cost == nil || at.url == "" || at.db == "" {
 		return run()
 	}
-	stop, done := make(chan struct{}), make(chan waitSum, 1)
-	go func() { done <- sampleWaits(ctx, dbURL, stop) }()
-	v, err := run()
-	close(stop)
-	sum := <-done
-	cost.waits.plus(sum)
-	return v, err
+	sampling, stop := context.WithCancel(ctx)
+	done := make(chan waitSum, 1)
+	go func() { done <- sampleWaits(sampling, at) }()
+	defer func() {
+		stop()
+		cost.waits.plus(<-done)
+	}()
+	return run()
+}
+
+// waitTarget is where the measurer's sampler connects (the admin database)
+// and the database it watches (the bench database); empty, so no sampling,
+// when either is unknown.
+func (m *measurer) waitTarget() waitTarget {
+	bench, err := pgx.ParseConfig(m.cfg.BenchURL)
+	if err != nil || m.cfg.AdminURL == "" {
+		return waitTarget{}
+	}
+	return waitTarget{url: m.cfg.AdminURL, db: bench.Database}
 }

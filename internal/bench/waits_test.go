@@ -41,48 +41,63 @@ func TestWaitSumIsAMeanOverTheSamples(t *testing.T) {
 }
 
 // TestWaitsAreSampledFromTheServer holds one backend in pg_sleep and
-// another idle inside a transaction while the sampler runs, on a database
-// of their own: it sees both, and nothing of the server's other databases.
+// another idle inside a transaction while the sampler, connected to another
+// database, watches theirs: it sees both, and not a third backend sleeping
+// in a database it does not watch.
 func TestWaitsAreSampledFromTheServer(t *testing.T) {
 	ctx := context.Background()
-	url := testutil.NewEmptyDB(t)
-	idle, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer idle.Close(ctx)
+	url, elsewhere := testutil.NewEmptyDB(t), testutil.NewEmptyDB(t)
+	connect := func(url string) *pgx.Conn {
+		conn, err := pgx.Connect(ctx, url)
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close(ctx) })
+		return conn
+	}
+	idle, sleeper, other := connect(url), connect(url), connect(elsewhere)
 	tx, err := idle.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, "SELECT 1")
 	require.NoError(t, err)
-	sleeper, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer sleeper.Close(ctx)
+	otherDone := make(chan error, 1)
+	go func() {
+		_, err := other.Exec(ctx, "SELECT pg_sleep(1.5)")
+		otherDone <- err
+	}()
 
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	at := waitTarget{url: testutil.AdminURL(t), db: cfg.Database}
 	var cost sideCost
-	_, err = waitsDuring(ctx, url, &cost, func() (struct{}, error) {
-		_, err := sleeper.Exec(ctx, "SELECT pg_sleep(0.4)")
+	_, err = waitsDuring(ctx, at, &cost, func() (struct{}, error) {
+		_, err := sleeper.Exec(ctx, "SELECT pg_sleep(1)")
 		return struct{}{}, err
 	})
 	require.NoError(t, err)
+	require.NoError(t, <-otherDone)
 	w := cost.waits.waits()
 	require.NotNil(t, w)
-	require.GreaterOrEqual(t, w.Samples, 4, "every %s over 0.4 s", waitInterval)
+	require.GreaterOrEqual(t, w.Samples, 5, "every %s over 1 s", waitInterval)
 	require.InDelta(t, 1, w.IdleInTransaction, 1e-9, "the idle transaction, in every sample")
 	require.NotEmpty(t, w.Events)
 	require.Equal(t, "Timeout:PgSleep", w.Events[0].Event)
 	require.Greater(t, w.Events[0].Backends, 0.5, "the sleeper, in most samples: %+v", w)
+	require.LessOrEqual(t, w.Events[0].Backends, 1.0, "the other database's sleeper is not counted: %+v", w)
 	require.Zero(t, w.OnCPU, "the sampler does not count itself")
 
-	// A nil cost samples nothing; a server that cannot be reached gives
-	// nothing either.
-	_, err = waitsDuring(ctx, url, nil, func() (int, error) { return 1, nil })
+	// A nil cost or an empty target samples nothing; a server that cannot
+	// be reached gives nothing either, and the run goes on.
+	_, err = waitsDuring(ctx, at, nil, func() (int, error) { return 1, nil })
 	require.NoError(t, err)
-	var unreachable sideCost
-	v, err := waitsDuring(ctx, "postgres://postgres@127.0.0.1:1/none?connect_timeout=1", &unreachable,
-		func() (int, error) { time.Sleep(2 * waitInterval); return 7, nil })
+	var none sideCost
+	_, err = waitsDuring(ctx, waitTarget{}, &none, func() (int, error) { return 1, nil })
+	require.NoError(t, err)
+	require.Nil(t, none.waits.waits())
+	unreachable := waitTarget{url: "postgres://postgres@127.0.0.1:1/none?connect_timeout=1", db: at.db}
+	v, err := waitsDuring(ctx, unreachable, &none, func() (int, error) { time.Sleep(2 * waitInterval); return 7, nil })
 	require.NoError(t, err)
 	require.Equal(t, 7, v)
-	require.Nil(t, unreachable.waits.waits())
+	require.Nil(t, none.waits.waits())
 }
 
 func TestWaitsSection(t *testing.T) {
