@@ -8,7 +8,7 @@
 #                 and docs/bench.svg; BENCH_PROFILE=1: with Go profiles)
 #   make bench-fill  the same at 32 connections, then again on a database
 #                 filled with BENCH_FILL finished keys (default 10000000:
-#                 about 12 minutes and 25 GB of disk, dropped at exit), the
+#                 about 30 minutes and 25 GB of disk, dropped at exit), the
 #                 reaper and the sizes beside; BENCH_FILL=N make bench is the
 #                 same
 #   make chaos    the fault run: kills, restarts, processor faults
@@ -97,8 +97,8 @@ bench: build
 # the service leaves behind them (internal/bench/fill.go), with the reaper
 # running every 5 s; the report's "Ten million keys" section compares them
 # and lists every table's and index's size. BENCH_FILL=20000 is the quick
-# form CI runs; the default, 10000000, takes about 12 minutes on 2 cores
-# (6 of them filling) and 25 GB of disk while it runs (the database,
+# form CI runs; the default, 10000000, takes about 30 minutes on 2 cores
+# (7 of them filling) and 25 GB of disk while it runs (the database,
 # paymentsd_bench_fill, is dropped at exit unless BENCH_KEEP_DB=1).
 # BENCH_CONNS=1,8,32,64 measures every point of make bench before the fill.
 bench-fill: build

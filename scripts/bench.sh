@@ -36,7 +36,7 @@
 #                       must include it), then stop the service and the bare
 #                       service, fill the database with N finished keys and
 #                       all the service leaves behind them
-#                       (internal/bench/fill.go: 10 M take about 6 minutes
+#                       (internal/bench/fill.go: 10 M take about 7 minutes
 #                       and 23 GB on 2 cores), start both again (the service
 #                       with PAYMENTSD_REAPER_INTERVAL=5s), wait for its
 #                       reaper to work off the fill's backlog, and measure
