@@ -159,7 +159,9 @@ func sampleWaits(ctx context.Context, at waitTarget) waitSum {
 	}
 }
 
-// sample takes one sample of database db's backends on conn.
+// sample takes one sample of database db's backends on conn, and adds it
+// only whole: a sample cut off halfway would count some backends and not
+// the others.
 func (s *waitSum) sample(ctx context.Context, conn *pgx.Conn, db string) error {
 	ctx, cancel := context.WithTimeout(ctx, waitSampleTimeout)
 	defer cancel()
@@ -167,15 +169,16 @@ func (s *waitSum) sample(ctx context.Context, conn *pgx.Conn, db string) error {
 	if err != nil {
 		return err
 	}
+	one := waitSum{samples: 1}
 	var state, event string
-	_, err = pgx.ForEachRow(rows, []any{&state, &event}, func() error {
-		s.add(state, event)
+	if _, err := pgx.ForEachRow(rows, []any{&state, &event}, func() error {
+		one.add(state, event)
 		return nil
-	})
-	if err == nil {
-		s.samples++
+	}); err != nil {
+		return err
 	}
-	return err
+	s.plus(one)
+	return nil
 }
 
 // waitsDuring samples the watched database's backends while run runs, and
