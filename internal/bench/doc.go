@@ -24,12 +24,12 @@
 // JudgedRuns times, in ABBA order over and over (judged.go): after the
 // fresh-payment ceiling the fresh pair JudgedRuns-1 times more, the service
 // first in every other one, and the replays as service, bare, bare,
-// service, and so on. Each side's runs are read as one Load (combine): the requests
-// answered inside all its windows over the sum of the windows, p50 and p99
-// over all its runs' latencies together, the counts summed, and each run's
-// own throughput kept in Load.Runs for the report. The filled point's
-// pairs run so too; every other connection count and the slow-processor
-// point run each side once.
+// service, and so on. Each side's runs are read as one Load (combine): the
+// requests answered inside all its windows over the sum of the windows, p50
+// and p99 over all its runs' latencies together, the counts summed, and
+// each run's own throughput kept in Load.Runs for the report. The filled
+// point's pairs run so too; every other connection count and the
+// slow-processor point run each side once.
 //
 // Then one slow-processor point: the emulator answers every create after a
 // fixed latency while the service, then the bare service, keep payments in

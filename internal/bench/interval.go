@@ -61,7 +61,7 @@ func independentInterval(a, b []float64) (lo, hi float64, ok bool) {
 		df = int((va + vb) * (va + vb) / (va*va/float64(len(a)-1) + vb*vb/float64(len(b)-1)))
 	}
 	r := ma / mb
-	half := tQuantile(max(df, 1)) * math.Sqrt(va+vb) * r
+	half := tQuantile(df) * math.Sqrt(va+vb) * r
 	return r - half, r + half, true
 }
 

@@ -29,9 +29,14 @@ const JudgedRuns = 8
 // abbaOrder says how often the ABBA order of pairs run runs a side ran:
 // "in ABBA order four times over" for 8.
 func abbaOrder(runs int) string {
-	times := map[int]string{1: "once", 2: "twice", 3: "three times", 4: "four times", 5: "five times", 6: "six times"}[runs/2]
-	if times == "" {
-		times = fmt.Sprintf("%d times", runs/2)
+	times := fmt.Sprintf("%d times", runs/2)
+	switch runs / 2 {
+	case 1:
+		times = "once"
+	case 2:
+		times = "twice"
+	case 4:
+		times = "four times"
 	}
 	return "in ABBA order " + times + " over"
 }

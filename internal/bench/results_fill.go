@@ -76,7 +76,7 @@ func (f *Filled) Measured() bool { return f != nil && f.Conns > 0 }
 // judged point's are (measurer.abba); in results saved before that, each
 // side is a single run.
 func (f *Filled) abba() bool {
-	return f.Measured() && (len(f.Fresh.Runs) > 0 || len(f.Replay.Runs) > 0)
+	return f.Measured() && f.judgedRuns() > 0
 }
 
 // judgedRuns is how many runs a side the filled point's pairs ran.

@@ -222,13 +222,10 @@ func filledRuns(svc Load) string {
 	return "; filled runs (ABBA): " + runList(svc.Runs)
 }
 
-// abba reports whether the pairs judged at TargetConns were measured as two
-// runs a side in ABBA order (measurer.abba); in results saved before that,
-// each side is a single run.
-func (r *Results) abba() bool {
-	p, ok := r.point(TargetConns)
-	return ok && (len(p.Fresh.Runs) > 0 || len(p.Replay.Runs) > 0)
-}
+// abba reports whether the pairs judged at TargetConns were measured as
+// several runs a side in ABBA order (measurer.abba); in results saved
+// before that, each side is a single run.
+func (r *Results) abba() bool { return r.judgedRuns() > 0 }
 
 // judgedRuns is how many runs a side the judged point's pairs ran: the
 // results' own count, which a run saved before JudgedRuns changed keeps.
