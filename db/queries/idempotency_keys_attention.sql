@@ -9,11 +9,14 @@ WHERE id = @id
   AND lock_token = @lock_token;
 
 -- IdempotencyKeyMarkNeedsAttention parks a leased key for an operator: no run
--- takes it again until it is settled. Zero rows means the lease was lost.
+-- takes it again until it is settled. kind says whether Stripe's own word may
+-- settle it ('unknown_outcome') or only an operator ('conflict'). Zero rows
+-- means the lease was lost.
 -- name: IdempotencyKeyMarkNeedsAttention :execrows
 UPDATE idempotency_keys
-SET needs_attention_at = now(),
-    last_error         = @last_error,
+SET needs_attention_at   = now(),
+    needs_attention_kind = @kind::text,
+    last_error           = @last_error,
     lock_token         = NULL,
     locked_by          = NULL,
     locked_at          = NULL
@@ -33,9 +36,10 @@ FOR UPDATE;
 -- word) settled a needs-attention key with.
 -- name: IdempotencyKeyFinishSettled :execrows
 UPDATE idempotency_keys
-SET recovery_point     = 'finished',
-    needs_attention_at = NULL,
-    last_run_at        = now(),
+SET recovery_point       = 'finished',
+    needs_attention_at   = NULL,
+    needs_attention_kind = NULL,
+    last_run_at          = now(),
     finished_at        = now(),
     response_code      = @response_code,
     response_headers   = @response_headers,
@@ -62,13 +66,15 @@ SELECT namespace
 FROM deployment;
 
 -- IdempotencyKeyFinishFromOutside finishes an unfinished key with the answer
--- that Stripe's own word (a webhook) settled: whatever its lease or its
--- parking. A run still holding the lease then fails its fence and writes
--- nothing. Zero rows: the key was finished already.
+-- that Stripe's own word (a webhook) settled: whatever its lease, and parked
+-- or not, unless it was parked for a conflict, which is an operator's alone.
+-- A run still holding the lease then fails its fence and writes nothing.
+-- Zero rows: the key was finished already, or is an operator's.
 -- name: IdempotencyKeyFinishFromOutside :execrows
 UPDATE idempotency_keys
-SET recovery_point     = 'finished',
-    needs_attention_at = NULL,
+SET recovery_point       = 'finished',
+    needs_attention_at   = NULL,
+    needs_attention_kind = NULL,
     lock_token         = NULL,
     locked_by          = NULL,
     locked_at          = NULL,
@@ -78,4 +84,33 @@ SET recovery_point     = 'finished',
     response_headers   = @response_headers,
     response_body      = @response_body
 WHERE id = @id
-  AND recovery_point <> 'finished';
+  AND recovery_point <> 'finished'
+  AND needs_attention_kind IS DISTINCT FROM 'conflict';
+
+-- IdempotencyKeyLockForEvent locks a key that Stripe's event is about to
+-- settle, and says whether it is finished and why it awaits an operator, if
+-- it does.
+-- name: IdempotencyKeyLockForEvent :one
+SELECT recovery_point, needs_attention_kind, last_error
+FROM idempotency_keys
+WHERE id = @id
+FOR UPDATE;
+
+-- IdempotencyKeyReopenForOperator hands a finished key back to an operator
+-- because Stripe's word contradicts the answer it stored (a payment answered
+-- "not charged" whose PaymentIntent succeeded): replays answer 503
+-- needs-attention from now on, never the wrong answer, until the operator
+-- settles it. point is where its flow's outcome is unknown. Zero rows: it
+-- was not finished.
+-- name: IdempotencyKeyReopenForOperator :execrows
+UPDATE idempotency_keys
+SET recovery_point       = @point,
+    needs_attention_at   = now(),
+    needs_attention_kind = 'conflict',
+    last_error           = @last_error,
+    finished_at          = NULL,
+    response_code        = NULL,
+    response_headers     = NULL,
+    response_body        = NULL
+WHERE id = @id
+  AND recovery_point = 'finished';

@@ -70,10 +70,13 @@ WITH refund AS (
     RETURNING *
 ), payment AS (
     UPDATE payments AS p
+    -- Money moves by the change of status alone: an event that leaves the
+    -- status as it was (failed again, say) moves nothing.
     SET amount_refunded = p.amount_refunded
-            + CASE WHEN r.status = 'succeeded' THEN r.amount ELSE 0 END
-            - CASE WHEN sqlc.arg(from_status)::text = 'succeeded' THEN r.amount ELSE 0 END,
-        amount_reserved = p.amount_reserved - CASE WHEN r.status = 'failed' THEN r.amount ELSE 0 END,
+            + CASE WHEN r.status = 'succeeded' AND sqlc.arg(from_status)::text <> 'succeeded' THEN r.amount ELSE 0 END
+            - CASE WHEN r.status <> 'succeeded' AND sqlc.arg(from_status)::text = 'succeeded' THEN r.amount ELSE 0 END,
+        amount_reserved = p.amount_reserved
+            - CASE WHEN r.status = 'failed' AND sqlc.arg(from_status)::text <> 'failed' THEN r.amount ELSE 0 END,
         updated_at      = now()
     FROM refund AS r
     WHERE p.id = r.payment_id

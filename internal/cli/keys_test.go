@@ -79,14 +79,16 @@ func TestKeysListAndResolve(t *testing.T) {
 	require.Contains(t, stderr, "does not await an operator")
 }
 
-// parkedKey inserts user 1's key parked at payment_created with its pending
-// payment, as a run that met an idempotency_error leaves it.
+// parkedKey inserts user 1's key parked at payment_created an hour ago with
+// its pending payment, as a run that met an idempotency_error leaves it.
 func parkedKey(t *testing.T, conn *pgx.Conn, key, why string) int64 {
 	t.Helper()
 	var id int64
 	require.NoError(t, conn.QueryRow(context.Background(), `INSERT INTO idempotency_keys (user_id, idempotency_key, flow,
-		request_method, request_path, request_params, request_fingerprint, recovery_point, needs_attention_at, last_error)
-		VALUES (1, $1, 'payment', 'POST', '/payments', '{}', $2, 'payment_created', now(), $3) RETURNING id`,
+		request_method, request_path, request_params, request_fingerprint, recovery_point, needs_attention_at,
+		needs_attention_kind, last_error, created_at, last_run_at)
+		VALUES (1, $1, 'payment', 'POST', '/payments', '{}', $2, 'payment_created', now(), 'unknown_outcome', $3,
+		now() - interval '1 hour', now() - interval '1 hour') RETURNING id`,
 		key, make([]byte, 32), why).Scan(&id))
 	_, err := conn.Exec(context.Background(), `INSERT INTO payments (user_id, idempotency_key_id, amount, currency,
 		payment_method) VALUES (1, $1, 2000, 'usd', 'pm_card_visa')`, id)

@@ -64,6 +64,24 @@ func IsUnavailable(err error) bool {
 	return pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// IsTransient reports whether err may pass if the same work is tried again
+// later: the store unreachable, a serialization failure or deadlock, a lock
+// or statement timeout, a cancelled context. Anything else (a constraint,
+// bad data) fails the same way every time.
+func IsTransient(err error) bool {
+	if IsUnavailable(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001", "40P01", "55P03", "57014":
+			return true
+		}
+	}
+	return false
+}
+
 // IsUniqueViolation reports whether err is a unique violation of the named
 // constraint. It matches the SQLSTATE and the constraint name, never the text.
 func IsUniqueViolation(err error, constraint string) bool {

@@ -105,7 +105,7 @@ func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
 		}, []string{"result"}),
 		WebhookEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paymentsd_webhook_events_total",
-			Help: "Verified Stripe events, by type and outcome: applied, ignored (recorded with the reason), duplicate.",
+			Help: "Verified Stripe events, by type and outcome: applied, ignored (recorded with the reason), duplicate, alarm (contradicts what is recorded, or could not be applied: an operator must look; stripe_events holds the reason).",
 		}, []string{"type", "outcome"}),
 		ReapedKeys: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "paymentsd_reaped_keys_total",

@@ -110,7 +110,7 @@ func (e *Engine) release(ctx context.Context, run *Run, cause error) {
 func (e *Engine) park(ctx context.Context, run *Run, attention *NeedsAttentionError) error {
 	rows, err := e.queries.IdempotencyKeyMarkNeedsAttention(ctx, e.pool, &dbsqlc.IdempotencyKeyMarkNeedsAttentionParams{
 		ID: run.Key.ID, LockToken: uuid.NullUUID{UUID: run.token, Valid: true},
-		LastError: ptr(truncate(attention.Reason, maxErrorLen)),
+		LastError: ptr(truncate(attention.Reason, maxErrorLen)), Kind: attention.kind(),
 	})
 	switch {
 	case err != nil:
@@ -123,7 +123,7 @@ func (e *Engine) park(ctx context.Context, run *Run, attention *NeedsAttentionEr
 	e.cfg.Observer.NeedsAttention()
 	zerolog.Ctx(ctx).Warn().Int64("idempotency_key_id", run.Key.ID).Str("recovery_point", string(run.RecoveryPoint())).
 		Str("reason", attention.Reason).Msg("idempotency key needs attention: parked for an operator")
-	return &NeedsAttentionError{Reason: attention.Reason, Since: time.Now()}
+	return &NeedsAttentionError{Reason: attention.Reason, Conflict: attention.Conflict, Since: time.Now()}
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.

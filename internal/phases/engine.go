@@ -276,7 +276,8 @@ func parkedError(key *dbsqlc.IdempotencyKey) error {
 	if key.LastError != nil {
 		reason = *key.LastError
 	}
-	return &NeedsAttentionError{Reason: reason, Since: *key.NeedsAttentionAt}
+	conflict := key.NeedsAttentionKind == nil || *key.NeedsAttentionKind == AttentionConflict
+	return &NeedsAttentionError{Reason: reason, Conflict: conflict, Since: *key.NeedsAttentionAt}
 }
 
 // opener takes the lease in the first transaction of a run. It returns

@@ -49,14 +49,54 @@ func (e *AmbiguousError) Unwrap() error { return e.Err }
 type NeedsAttentionError struct {
 	// Reason says why, for the operator; it never holds request data.
 	Reason string
+	// Conflict is set when what the remote party holds contradicts the
+	// request (two objects of one intent, one that does not match): only an
+	// operator may settle such a key. Otherwise the outcome is merely
+	// unknown, and the remote party's own word (a webhook) may settle it.
+	Conflict bool
 	// Since is when the key was parked (zero while the step is parking it).
 	Since time.Time
 }
 
-// NeedsAttention returns the error a step's Call returns to park its key.
+// NeedsAttention returns the error a step's Call returns to park its key
+// when its outcome cannot be learned: Stripe's own word may still settle it.
 func NeedsAttention(format string, args ...any) error {
 	return &NeedsAttentionError{Reason: fmt.Sprintf(format, args...)}
 }
+
+// Conflict returns the error a step's Call returns to park its key when
+// what the remote party holds contradicts the request: an operator's alone.
+func Conflict(format string, args ...any) error {
+	return &NeedsAttentionError{Reason: fmt.Sprintf(format, args...), Conflict: true}
+}
+
+// kind is how the key's row names why it is parked.
+func (e *NeedsAttentionError) kind() string {
+	if e.Conflict {
+		return AttentionConflict
+	}
+	return AttentionUnknownOutcome
+}
+
+// Why a key awaits an operator, as its row stores it.
+const (
+	AttentionUnknownOutcome = "unknown_outcome"
+	AttentionConflict       = "conflict"
+)
+
+// AlarmError means the remote party's word contradicts what is recorded, and
+// was not applied: the event that brought it is kept as an alarm (logged,
+// counted), and whatever the settler handed to an operator stays handed.
+type AlarmError struct {
+	Reason string
+}
+
+// Alarm returns the error a settler returns for an event it must not apply.
+func Alarm(format string, args ...any) error {
+	return &AlarmError{Reason: fmt.Sprintf(format, args...)}
+}
+
+func (e *AlarmError) Error() string { return "alarm: " + e.Reason }
 
 func (e *NeedsAttentionError) Error() string { return "idempotency key needs attention: " + e.Reason }
 

@@ -77,10 +77,48 @@ func (e *Engine) Settle(ctx context.Context, keyID int64, settle Settler) (*Resp
 // lockToken is the run's lease token as the queries take it.
 func (r *Run) lockToken() uuid.NullUUID { return uuid.NullUUID{UUID: r.token, Valid: true} }
 
-// FinishFromOutside finishes key keyID with resp in tx, whatever its lease
-// or its parking, because the remote party itself settled its outcome (a
-// webhook). A run still holding the lease then fails its fence and writes
-// nothing. It reports false when the key was finished already.
+// ClaimForEvent locks key keyID in tx for an event of the remote party's
+// that would settle it, before the event changes anything. It returns an
+// *AlarmError when the key awaits an operator because of a conflict: such a
+// key is the operator's alone, and the event must change nothing.
+func (e *Engine) ClaimForEvent(ctx context.Context, tx pgx.Tx, keyID int64) error {
+	key, err := e.queries.IdempotencyKeyLockForEvent(ctx, tx, keyID)
+	if err = db.InterpretError(err); err != nil {
+		return fmt.Errorf("error locking idempotency key %d: %w", keyID, err)
+	}
+	if key.NeedsAttentionKind != nil && *key.NeedsAttentionKind == AttentionConflict {
+		why := ""
+		if key.LastError != nil {
+			why = *key.LastError
+		}
+		return Alarm("idempotency key %d awaits an operator for a conflict (%s); the event does not settle it", keyID, why)
+	}
+	return nil
+}
+
+// Reopen hands finished key keyID back to an operator, in tx, because the
+// remote party's word contradicts the answer it stored: from now on it
+// answers 503 needs-attention, not the wrong answer, until an operator
+// settles it (Settle). point is where its flow's outcome is unknown. It
+// reports false when the key was not finished.
+func (e *Engine) Reopen(ctx context.Context, tx pgx.Tx, keyID int64, point RecoveryPoint, reason string) (bool, error) {
+	rows, err := e.queries.IdempotencyKeyReopenForOperator(ctx, tx, &dbsqlc.IdempotencyKeyReopenForOperatorParams{
+		ID: keyID, Point: string(point), LastError: ptr(truncate(reason, maxErrorLen)),
+	})
+	if err != nil {
+		return false, fmt.Errorf("error handing idempotency key %d to an operator: %w", keyID, db.InterpretError(err))
+	}
+	if rows == 1 {
+		e.cfg.Observer.NeedsAttention()
+	}
+	return rows == 1, nil
+}
+
+// FinishFromOutside finishes key keyID with resp in tx, whatever its lease,
+// because the remote party itself settled its outcome (a webhook). A run
+// still holding the lease then fails its fence and writes nothing. Call
+// ClaimForEvent first: a key parked for a conflict is not finished here. It
+// reports false when the key was finished already (or is an operator's).
 func (e *Engine) FinishFromOutside(ctx context.Context, tx pgx.Tx, keyID int64, resp *Response) (bool, error) {
 	headers, err := resp.headersJSON()
 	if err != nil {

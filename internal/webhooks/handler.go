@@ -19,6 +19,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/intent"
+	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/phases/refunds"
 )
@@ -51,6 +52,23 @@ type Result struct {
 	Duplicate bool
 	// Ignored says why the event changed nothing ("" when it applied).
 	Ignored string
+	// Alarm says why the event was not applied though it should have been,
+	// or contradicts what is recorded ("" when it did not).
+	Alarm string
+}
+
+// outcome names what became of the delivery, for metrics: applied,
+// ignored, alarm or duplicate.
+func (r *Result) outcome() string {
+	switch {
+	case r.Duplicate:
+		return "duplicate"
+	case r.Alarm != "":
+		return "alarm"
+	case r.Ignored != "":
+		return "ignored"
+	}
+	return "applied"
 }
 
 // Read verifies a delivery and returns its event; ErrInvalidSignature for
@@ -68,7 +86,13 @@ func (h *Handler) Read(r *http.Request) (*stripe.Event, error) {
 	return &event, nil
 }
 
-// Apply records event once and applies it, in one transaction.
+// Apply records event once and applies it, in one transaction. An event
+// that contradicts what is recorded (a *phases.AlarmError), or whose
+// application fails for good (a constraint, a body that does not decode),
+// is kept as an alarm with its reason, logged and counted, and answered
+// like any other: a redelivery is a duplicate, never a 500 for ever. Only
+// an error that a retry may cure (the store unreachable, a deadlock) rolls
+// the delivery back.
 func (h *Handler) Apply(ctx context.Context, event *stripe.Event) (*Result, error) {
 	res, err := db.WithTxV(ctx, h.Pool, func(ctx context.Context, tx pgx.Tx) (*Result, error) {
 		q := dbsqlc.New()
@@ -80,30 +104,54 @@ func (h *Handler) Apply(ctx context.Context, event *stripe.Event) (*Result, erro
 		} else if err != nil {
 			return nil, fmt.Errorf("error recording event: %w", err)
 		}
-		ignored, err := h.apply(ctx, tx, event)
-		if err != nil {
-			return nil, err
-		}
-		outcome := "applied"
-		if ignored != "" {
-			outcome = "ignored"
-		}
-		if err := q.StripeEventRecord(ctx, tx, &dbsqlc.StripeEventRecordParams{ID: event.ID, Outcome: outcome, Reason: nonEmpty(ignored)}); err != nil {
-			return nil, fmt.Errorf("error recording event outcome: %w", err)
-		}
-		return &Result{EventID: event.ID, Ignored: ignored}, nil
-	})
-	if err == nil && h.Observe != nil {
-		outcome := "applied"
+		res := &Result{EventID: event.ID}
+		res.Ignored, err = h.applyOnce(ctx, tx, event)
+		var alarm *phases.AlarmError
 		switch {
-		case res.Duplicate:
-			outcome = "duplicate"
+		case errors.As(err, &alarm):
+			res.Alarm = alarm.Reason
+		case err != nil && db.IsTransient(err):
+			return nil, err
+		case err != nil:
+			res.Alarm = "the event could not be applied: " + err.Error()
+		}
+		outcome, reason := "applied", res.Ignored
+		switch {
+		case res.Alarm != "":
+			outcome, reason = "alarm", res.Alarm
 		case res.Ignored != "":
 			outcome = "ignored"
 		}
-		h.Observe(string(event.Type), outcome)
+		if err := q.StripeEventRecord(ctx, tx, &dbsqlc.StripeEventRecordParams{ID: event.ID, Outcome: outcome, Reason: nonEmpty(reason)}); err != nil {
+			return nil, fmt.Errorf("error recording event outcome: %w", err)
+		}
+		return res, nil
+	})
+	if err == nil && h.Observe != nil {
+		h.Observe(string(event.Type), res.outcome())
 	}
 	return res, err
+}
+
+// applyOnce applies event in a savepoint of tx, so that an application
+// that fails leaves nothing of itself behind when the event is kept as an
+// alarm. An alarm raised on purpose keeps what its settler wrote (a key
+// handed back to an operator).
+func (h *Handler) applyOnce(ctx context.Context, tx pgx.Tx, event *stripe.Event) (string, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return "", fmt.Errorf("error taking a savepoint: %w", db.InterpretError(err))
+	}
+	ignored, err := h.apply(ctx, sp, event)
+	var alarm *phases.AlarmError
+	if err != nil && !errors.As(err, &alarm) {
+		_ = sp.Rollback(ctx)
+		return "", err
+	}
+	if cerr := sp.Commit(ctx); cerr != nil {
+		return "", fmt.Errorf("error releasing a savepoint: %w", db.InterpretError(cerr))
+	}
+	return ignored, err
 }
 
 // apply dispatches by type; it returns why the event changed nothing.
@@ -202,16 +250,23 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, writeProblem fun
 		writeProblem(err)
 		return
 	}
-	log := zerolog.Ctx(r.Context()).Info().Str("event_id", event.ID).Str("event_type", string(event.Type))
-	if res.Duplicate {
-		log = log.Bool("duplicate", true)
+	if res.Alarm != "" {
+		// What an operator must look at: the event contradicts what is
+		// recorded (money taken that is recorded as not taken, say).
+		zerolog.Ctx(r.Context()).Warn().Str("event_id", event.ID).Str("event_type", string(event.Type)).
+			Str("alarm", res.Alarm).Msg("stripe event contradicts what is recorded: not applied")
+	} else {
+		log := zerolog.Ctx(r.Context()).Info().Str("event_id", event.ID).Str("event_type", string(event.Type))
+		if res.Duplicate {
+			log = log.Bool("duplicate", true)
+		}
+		if res.Ignored != "" {
+			log = log.Str("ignored", res.Ignored)
+		}
+		log.Msg("stripe event received")
 	}
-	if res.Ignored != "" {
-		log = log.Str("ignored", res.Ignored)
-	}
-	log.Msg("stripe event received")
 	w.Header().Set("Content-Type", "application/json")
-	body, _ := json.Marshal(map[string]any{"received": true, "duplicate": res.Duplicate, "ignored": nonEmpty(res.Ignored)})
+	body, _ := json.Marshal(map[string]any{"received": true, "duplicate": res.Duplicate, "ignored": nonEmpty(res.Ignored), "alarm": res.Alarm != ""})
 	_, _ = w.Write(append(body, '\n'))
 }
 

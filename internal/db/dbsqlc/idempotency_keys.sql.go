@@ -126,7 +126,7 @@ func (q *Queries) IdempotencyKeyFinish(ctx context.Context, db DBTX, arg *Idempo
 }
 
 const idempotencyKeyGetByID = `-- name: IdempotencyKeyGetByID :one
-SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow, request_digest
+SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow, request_digest, needs_attention_kind
 FROM idempotency_keys
 WHERE id = $1
 `
@@ -157,6 +157,7 @@ func (q *Queries) IdempotencyKeyGetByID(ctx context.Context, db DBTX, id int64) 
 		&i.LastError,
 		&i.Flow,
 		&i.RequestDigest,
+		&i.NeedsAttentionKind,
 	)
 	return &i, err
 }
@@ -239,7 +240,7 @@ WHERE (
       AND t.idempotency_key = $2
 )
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
-RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow, request_digest
+RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow, request_digest, needs_attention_kind
 `
 
 type IdempotencyKeyInsertParams struct {
@@ -305,6 +306,7 @@ func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *Idempo
 		&i.LastError,
 		&i.Flow,
 		&i.RequestDigest,
+		&i.NeedsAttentionKind,
 	)
 	return &i, err
 }
@@ -322,7 +324,7 @@ WHERE k.id = $3
   AND idempotency_key_lease_is_stale(k.lock_token, k.locked_at, k.locked_by,
         $4::float8, $5::float8,
         coalesce($6::timestamptz, now()))
-RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow, request_digest
+RETURNING id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow, request_digest, needs_attention_kind
 `
 
 type IdempotencyKeyLeaseParams struct {
@@ -371,6 +373,7 @@ func (q *Queries) IdempotencyKeyLease(ctx context.Context, db DBTX, arg *Idempot
 		&i.LastError,
 		&i.Flow,
 		&i.RequestDigest,
+		&i.NeedsAttentionKind,
 	)
 	return &i, err
 }

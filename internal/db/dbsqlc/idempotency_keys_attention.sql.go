@@ -26,8 +26,9 @@ func (q *Queries) DeploymentNamespace(ctx context.Context, db DBTX) (uuid.UUID, 
 
 const idempotencyKeyFinishFromOutside = `-- name: IdempotencyKeyFinishFromOutside :execrows
 UPDATE idempotency_keys
-SET recovery_point     = 'finished',
-    needs_attention_at = NULL,
+SET recovery_point       = 'finished',
+    needs_attention_at   = NULL,
+    needs_attention_kind = NULL,
     lock_token         = NULL,
     locked_by          = NULL,
     locked_at          = NULL,
@@ -38,6 +39,7 @@ SET recovery_point     = 'finished',
     response_body      = $3
 WHERE id = $4
   AND recovery_point <> 'finished'
+  AND needs_attention_kind IS DISTINCT FROM 'conflict'
 `
 
 type IdempotencyKeyFinishFromOutsideParams struct {
@@ -48,9 +50,10 @@ type IdempotencyKeyFinishFromOutsideParams struct {
 }
 
 // IdempotencyKeyFinishFromOutside finishes an unfinished key with the answer
-// that Stripe's own word (a webhook) settled: whatever its lease or its
-// parking. A run still holding the lease then fails its fence and writes
-// nothing. Zero rows: the key was finished already.
+// that Stripe's own word (a webhook) settled: whatever its lease, and parked
+// or not, unless it was parked for a conflict, which is an operator's alone.
+// A run still holding the lease then fails its fence and writes nothing.
+// Zero rows: the key was finished already, or is an operator's.
 func (q *Queries) IdempotencyKeyFinishFromOutside(ctx context.Context, db DBTX, arg *IdempotencyKeyFinishFromOutsideParams) (int64, error) {
 	result, err := db.Exec(ctx, idempotencyKeyFinishFromOutside,
 		arg.ResponseCode,
@@ -66,9 +69,10 @@ func (q *Queries) IdempotencyKeyFinishFromOutside(ctx context.Context, db DBTX, 
 
 const idempotencyKeyFinishSettled = `-- name: IdempotencyKeyFinishSettled :execrows
 UPDATE idempotency_keys
-SET recovery_point     = 'finished',
-    needs_attention_at = NULL,
-    last_run_at        = now(),
+SET recovery_point       = 'finished',
+    needs_attention_at   = NULL,
+    needs_attention_kind = NULL,
+    last_run_at          = now(),
     finished_at        = now(),
     response_code      = $1,
     response_headers   = $2,
@@ -168,8 +172,31 @@ func (q *Queries) IdempotencyKeyListUnfinished(ctx context.Context, db DBTX, arg
 	return items, nil
 }
 
+const idempotencyKeyLockForEvent = `-- name: IdempotencyKeyLockForEvent :one
+SELECT recovery_point, needs_attention_kind, last_error
+FROM idempotency_keys
+WHERE id = $1
+FOR UPDATE
+`
+
+type IdempotencyKeyLockForEventRow struct {
+	RecoveryPoint      string
+	NeedsAttentionKind *string
+	LastError          *string
+}
+
+// IdempotencyKeyLockForEvent locks a key that Stripe's event is about to
+// settle, and says whether it is finished and why it awaits an operator, if
+// it does.
+func (q *Queries) IdempotencyKeyLockForEvent(ctx context.Context, db DBTX, id int64) (*IdempotencyKeyLockForEventRow, error) {
+	row := db.QueryRow(ctx, idempotencyKeyLockForEvent, id)
+	var i IdempotencyKeyLockForEventRow
+	err := row.Scan(&i.RecoveryPoint, &i.NeedsAttentionKind, &i.LastError)
+	return &i, err
+}
+
 const idempotencyKeyLockNeedsAttention = `-- name: IdempotencyKeyLockNeedsAttention :one
-SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow, request_digest
+SELECT id, user_id, idempotency_key, created_at, last_run_at, request_method, request_path, request_params, request_fingerprint, recovery_point, lock_token, locked_at, locked_by, runs, response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow, request_digest, needs_attention_kind
 FROM idempotency_keys
 WHERE id = $1
   AND needs_attention_at IS NOT NULL
@@ -204,31 +231,41 @@ func (q *Queries) IdempotencyKeyLockNeedsAttention(ctx context.Context, db DBTX,
 		&i.LastError,
 		&i.Flow,
 		&i.RequestDigest,
+		&i.NeedsAttentionKind,
 	)
 	return &i, err
 }
 
 const idempotencyKeyMarkNeedsAttention = `-- name: IdempotencyKeyMarkNeedsAttention :execrows
 UPDATE idempotency_keys
-SET needs_attention_at = now(),
-    last_error         = $1,
+SET needs_attention_at   = now(),
+    needs_attention_kind = $1::text,
+    last_error           = $2,
     lock_token         = NULL,
     locked_by          = NULL,
     locked_at          = NULL
-WHERE id = $2
-  AND lock_token = $3
+WHERE id = $3
+  AND lock_token = $4
 `
 
 type IdempotencyKeyMarkNeedsAttentionParams struct {
+	Kind      string
 	LastError *string
 	ID        int64
 	LockToken uuid.NullUUID
 }
 
 // IdempotencyKeyMarkNeedsAttention parks a leased key for an operator: no run
-// takes it again until it is settled. Zero rows means the lease was lost.
+// takes it again until it is settled. kind says whether Stripe's own word may
+// settle it ('unknown_outcome') or only an operator ('conflict'). Zero rows
+// means the lease was lost.
 func (q *Queries) IdempotencyKeyMarkNeedsAttention(ctx context.Context, db DBTX, arg *IdempotencyKeyMarkNeedsAttentionParams) (int64, error) {
-	result, err := db.Exec(ctx, idempotencyKeyMarkNeedsAttention, arg.LastError, arg.ID, arg.LockToken)
+	result, err := db.Exec(ctx, idempotencyKeyMarkNeedsAttention,
+		arg.Kind,
+		arg.LastError,
+		arg.ID,
+		arg.LockToken,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -253,6 +290,40 @@ type IdempotencyKeyRenewLeaseParams struct {
 // means the lease was lost.
 func (q *Queries) IdempotencyKeyRenewLease(ctx context.Context, db DBTX, arg *IdempotencyKeyRenewLeaseParams) (int64, error) {
 	result, err := db.Exec(ctx, idempotencyKeyRenewLease, arg.ID, arg.LockToken)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const idempotencyKeyReopenForOperator = `-- name: IdempotencyKeyReopenForOperator :execrows
+UPDATE idempotency_keys
+SET recovery_point       = $1,
+    needs_attention_at   = now(),
+    needs_attention_kind = 'conflict',
+    last_error           = $2,
+    finished_at          = NULL,
+    response_code        = NULL,
+    response_headers     = NULL,
+    response_body        = NULL
+WHERE id = $3
+  AND recovery_point = 'finished'
+`
+
+type IdempotencyKeyReopenForOperatorParams struct {
+	Point     string
+	LastError *string
+	ID        int64
+}
+
+// IdempotencyKeyReopenForOperator hands a finished key back to an operator
+// because Stripe's word contradicts the answer it stored (a payment answered
+// "not charged" whose PaymentIntent succeeded): replays answer 503
+// needs-attention from now on, never the wrong answer, until the operator
+// settles it. point is where its flow's outcome is unknown. Zero rows: it
+// was not finished.
+func (q *Queries) IdempotencyKeyReopenForOperator(ctx context.Context, db DBTX, arg *IdempotencyKeyReopenForOperatorParams) (int64, error) {
+	result, err := db.Exec(ctx, idempotencyKeyReopenForOperator, arg.Point, arg.LastError, arg.ID)
 	if err != nil {
 		return 0, err
 	}

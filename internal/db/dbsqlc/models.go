@@ -49,6 +49,7 @@ type IdempotencyKey struct {
 	LastError          *string
 	Flow               string
 	RequestDigest      []byte
+	NeedsAttentionKind *string
 }
 
 type IdempotencyKeyTombstone struct {

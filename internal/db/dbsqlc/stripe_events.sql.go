@@ -140,10 +140,13 @@ WITH refund AS (
     RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
 ), payment AS (
     UPDATE payments AS p
+    -- Money moves by the change of status alone: an event that leaves the
+    -- status as it was (failed again, say) moves nothing.
     SET amount_refunded = p.amount_refunded
-            + CASE WHEN r.status = 'succeeded' THEN r.amount ELSE 0 END
-            - CASE WHEN $6::text = 'succeeded' THEN r.amount ELSE 0 END,
-        amount_reserved = p.amount_reserved - CASE WHEN r.status = 'failed' THEN r.amount ELSE 0 END,
+            + CASE WHEN r.status = 'succeeded' AND $6::text <> 'succeeded' THEN r.amount ELSE 0 END
+            - CASE WHEN r.status <> 'succeeded' AND $6::text = 'succeeded' THEN r.amount ELSE 0 END,
+        amount_reserved = p.amount_reserved
+            - CASE WHEN r.status = 'failed' AND $6::text <> 'failed' THEN r.amount ELSE 0 END,
         updated_at      = now()
     FROM refund AS r
     WHERE p.id = r.payment_id

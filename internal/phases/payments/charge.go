@@ -64,7 +64,7 @@ func (op chargeOp) Send(ctx context.Context, attempt int) (*Charge, error) {
 	pi, err := op.c.create(ctx, op.req, attempt)
 	if err == nil {
 		if !ownedBy(pi, op.req) {
-			return nil, phases.NeedsAttention("Stripe answered key %d with PaymentIntent %s, which is not this payment's", attempt, pi.ID)
+			return nil, phases.Conflict("Stripe answered key %d with PaymentIntent %s, which is not this payment's", attempt, pi.ID)
 		}
 		return op.c.settled(ctx, pi)
 	}
@@ -81,6 +81,9 @@ func (op chargeOp) Send(ctx context.Context, attempt int) (*Charge, error) {
 func (op chargeOp) Lookup(ctx context.Context, window stripeonce.Span) (*Charge, bool, error) {
 	pi, err := op.c.lookup(ctx, op.req, window)
 	switch {
+	case errors.Is(err, errListTooLong):
+		// The window is in the past and will hold as many next time.
+		return nil, false, phases.NeedsAttention("%v: look the PaymentIntent up by hand", err)
 	case err != nil:
 		return nil, false, err
 	case pi == nil:

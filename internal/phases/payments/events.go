@@ -22,19 +22,26 @@ type EventSettler struct {
 // Settle applies a final PaymentIntent to payment, locked in tx: a payment
 // still pending takes the outcome, and its key, if unfinished, finishes
 // with the answer the charge path would have stored (and the receipt it
-// would have enqueued). It returns why it changed nothing, or "".
+// would have enqueued). It returns why it changed nothing, or "", or a
+// *phases.AlarmError when Stripe's word contradicts what is recorded:
+// a PaymentIntent of this intent with another amount, a key parked for a
+// conflict (the operator's alone), money taken for a payment recorded as
+// failed or not charged (its key goes back to the operator), or a second
+// PaymentIntent that succeeded for one payment.
 func (s *EventSettler) Settle(ctx context.Context, tx pgx.Tx, payment *dbsqlc.Payment, pi *stripe.PaymentIntent) (ignored string, err error) {
 	switch {
 	case !final(pi):
 		return "the PaymentIntent is " + string(pi.Status) + ", not final", nil
 	case pi.Amount != payment.Amount || string(pi.Currency) != payment.Currency:
-		return fmt.Sprintf("the PaymentIntent is for %d %s, payment %d for %d %s", pi.Amount, pi.Currency,
-			payment.ID, payment.Amount, payment.Currency), nil
+		return "", phases.Alarm("PaymentIntent %s is %s for %d %s, payment %d for %d %s", pi.ID, pi.Status,
+			pi.Amount, pi.Currency, payment.ID, payment.Amount, payment.Currency)
 	case payment.Status != StatusPending:
-		if payment.StripePaymentIntentID != nil && *payment.StripePaymentIntentID != pi.ID {
-			return fmt.Sprintf("payment %d is %s with PaymentIntent %s", payment.ID, payment.Status, *payment.StripePaymentIntentID), nil
+		return s.contradicts(ctx, tx, payment, pi)
+	}
+	if payment.IdempotencyKeyID != nil {
+		if err := s.Engine.ClaimForEvent(ctx, tx, *payment.IdempotencyKeyID); err != nil {
+			return "", err
 		}
-		return fmt.Sprintf("payment %d is %s already", payment.ID, payment.Status), nil
 	}
 	charge := outcomeOf(pi)
 	update := &dbsqlc.PaymentRecordOutcomeParams{ID: payment.ID, Status: StatusSucceeded, StripePaymentIntentID: &pi.ID}
@@ -59,4 +66,41 @@ func (s *EventSettler) Settle(ctx context.Context, tx pgx.Tx, payment *dbsqlc.Pa
 		}
 	}
 	return "", nil
+}
+
+// contradicts weighs a final PaymentIntent against a payment whose outcome
+// is recorded already: the same word again, or a failure that changes
+// nothing, is ignored; money taken that the record does not show is an
+// alarm.
+func (s *EventSettler) contradicts(ctx context.Context, tx pgx.Tx, payment *dbsqlc.Payment, pi *stripe.PaymentIntent) (string, error) {
+	recorded := ""
+	if payment.StripePaymentIntentID != nil {
+		recorded = *payment.StripePaymentIntentID
+	}
+	switch {
+	case pi.Status != stripe.PaymentIntentStatusSucceeded && recorded == pi.ID:
+		return fmt.Sprintf("payment %d is %s already", payment.ID, payment.Status), nil
+	case pi.Status != stripe.PaymentIntentStatusSucceeded:
+		return fmt.Sprintf("payment %d is %s with PaymentIntent %s; %s took no money", payment.ID, payment.Status, recorded, pi.ID), nil
+	case payment.Status == StatusSucceeded && recorded == pi.ID:
+		return fmt.Sprintf("payment %d is %s already", payment.ID, payment.Status), nil
+	case payment.Status == StatusSucceeded:
+		return "", phases.Alarm("PaymentIntent %s succeeded for payment %d, which was charged by PaymentIntent %s: a second charge to refund",
+			pi.ID, payment.ID, recorded)
+	}
+	why := fmt.Sprintf("PaymentIntent %s succeeded for payment %d, recorded %s (%s): the customer was charged",
+		pi.ID, payment.ID, payment.Status, deref(payment.FailureCode))
+	if payment.IdempotencyKeyID != nil {
+		if _, err := s.Engine.Reopen(ctx, tx, *payment.IdempotencyKeyID, PaymentCreated, why+"; resolve it as charged"); err != nil {
+			return "", err
+		}
+	}
+	return "", phases.Alarm("%s", why)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

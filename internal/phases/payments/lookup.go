@@ -36,10 +36,10 @@ func (c *Charger) lookup(ctx context.Context, req *ChargeRequest, window stripeo
 	for _, pi := range found {
 		switch {
 		case pi.Amount != req.Amount || string(pi.Currency) != req.Currency:
-			return nil, phases.NeedsAttention("PaymentIntent %s carries this payment's intent with %d %s, not %d %s",
+			return nil, phases.Conflict("PaymentIntent %s carries this payment's intent with %d %s, not %d %s",
 				pi.ID, pi.Amount, pi.Currency, req.Amount, req.Currency)
 		case match != nil:
-			return nil, phases.NeedsAttention("more than one PaymentIntent carries this payment's intent: %s", ids(found))
+			return nil, phases.Conflict("more than one PaymentIntent carries this payment's intent: %s", ids(found))
 		}
 		match = pi
 	}

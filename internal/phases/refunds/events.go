@@ -22,18 +22,27 @@ type EventSettler struct {
 // older event than the status it has changes nothing, and a failed refund
 // stays failed. A refund whose outcome was unknown also finishes its key
 // with the answer the refund flow would have stored. It returns why it
-// changed nothing, or "".
+// changed nothing, or "", or a *phases.AlarmError when Stripe's word
+// contradicts what is recorded: a Refund of this intent with another
+// amount, a key parked for a conflict (the operator's alone), or money
+// moving for a refund recorded as failed or not refunded.
 func (s *EventSettler) Settle(ctx context.Context, tx pgx.Tx, refund *dbsqlc.Refund, sr *stripe.Refund, at time.Time) (ignored string, err error) {
 	status := outcomeOf(sr).Status
 	switch {
 	case sr.Amount != refund.Amount:
-		return fmt.Sprintf("the Refund is for %d, refund %d for %d", sr.Amount, refund.ID, refund.Amount), nil
+		return "", phases.Alarm("Refund %s is for %d, refund %d for %d", sr.ID, sr.Amount, refund.ID, refund.Amount)
 	case refund.StatusAt != nil && at.Before(*refund.StatusAt):
 		return fmt.Sprintf("older than refund %d's status %s (of %s)", refund.ID, refund.Status, refund.StatusAt.UTC().Format(time.RFC3339)), nil
 	case refund.Status == StatusFailed && status != StatusFailed:
-		return fmt.Sprintf("refund %d failed, which is final", refund.ID), nil
+		return "", phases.Alarm("Refund %s is %s for refund %d, recorded failed (%s): money may have moved",
+			sr.ID, status, refund.ID, deref(refund.FailureReason))
 	case status == StatusPending && refund.Status == StatusSucceeded:
 		return fmt.Sprintf("refund %d succeeded already", refund.ID), nil
+	}
+	if refund.IdempotencyKeyID != nil {
+		if err := s.Engine.ClaimForEvent(ctx, tx, *refund.IdempotencyKeyID); err != nil {
+			return "", err
+		}
 	}
 	if status != refund.Status || refund.StripeRefundID == nil {
 		row, err := dbsqlc.New().RefundTransition(ctx, tx, &dbsqlc.RefundTransitionParams{
@@ -51,6 +60,13 @@ func (s *EventSettler) Settle(ctx context.Context, tx pgx.Tx, refund *dbsqlc.Ref
 		}
 	}
 	return "", nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func nonEmpty(s string) *string {

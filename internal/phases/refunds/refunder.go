@@ -88,7 +88,7 @@ func (op refundOp) Send(ctx context.Context, attempt int) (*Outcome, error) {
 	refund, err := op.r.api.Refunds.New(params)
 	if err == nil {
 		if !op.req.Intent.Owns(refund.Metadata) {
-			return nil, phases.NeedsAttention("Stripe answered key %d with Refund %s, which is not this refund's", attempt, refund.ID)
+			return nil, phases.Conflict("Stripe answered key %d with Refund %s, which is not this refund's", attempt, refund.ID)
 		}
 		return outcomeOf(refund), nil
 	}
@@ -118,9 +118,9 @@ func (op refundOp) Lookup(ctx context.Context, _ stripeonce.Span) (*Outcome, boo
 		for i, r := range mine {
 			ids[i] = r.ID
 		}
-		return nil, false, phases.NeedsAttention("more than one Refund carries this refund's intent: %s", strings.Join(ids, ", "))
+		return nil, false, phases.Conflict("more than one Refund carries this refund's intent: %s", strings.Join(ids, ", "))
 	case mine[0].Amount != op.req.Amount || string(mine[0].Currency) != op.req.Currency:
-		return nil, false, phases.NeedsAttention("Refund %s carries this refund's intent with %d %s, not %d %s",
+		return nil, false, phases.Conflict("Refund %s carries this refund's intent with %d %s, not %d %s",
 			mine[0].ID, mine[0].Amount, mine[0].Currency, op.req.Amount, op.req.Currency)
 	}
 	return outcomeOf(mine[0]), true, nil

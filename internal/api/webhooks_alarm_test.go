@@ -1,0 +1,150 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v79"
+
+	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/internal/testutil"
+)
+
+// eventOutcomes lists the recorded outcome of each event, in order.
+func eventOutcomes(t *testing.T, svc *testutil.Service) []string {
+	t.Helper()
+	rows, err := svc.Pool.Query(context.Background(), "SELECT outcome FROM stripe_events ORDER BY received_at, id")
+	require.NoError(t, err)
+	var out []string
+	for rows.Next() {
+		var o string
+		require.NoError(t, rows.Scan(&o))
+		out = append(out, o)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// A key parked because its intent has two succeeded PaymentIntents is a
+// double charge that an operator must see: neither PaymentIntent's event
+// settles it, both are kept as alarms, and the gauge keeps counting it.
+func TestWebhookNeverSettlesAKeyParkedForAConflict(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	em.Inject(stripefake.Fault{Kind: stripefake.Fault500})
+	requireProblem(t, svc.PostPayment(t, apiKey, "twice", visa), http.StatusServiceUnavailable, "processor-unavailable")
+	in := intentOf(t, svc, userID, "twice")
+	first, second := plant(t, em, 2000, in.Metadata()), plant(t, em, 2000, in.Metadata())
+	requireProblem(t, svc.PostPayment(t, apiKey, "twice", visa), http.StatusServiceUnavailable, "needs-attention")
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+
+	for _, pi := range []*stripe.PaymentIntent{first, second} {
+		_, payload := event("payment_intent.succeeded", stripeObject(t, svc, "/v1/payment_intents/"+pi.ID), time.Now())
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		require.Contains(t, string(resp.Body), `"alarm":true`)
+	}
+	require.Equal(t, []string{"alarm", "alarm"}, eventOutcomes(t, svc))
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+	requireMetric(t, svc, `paymentsd_webhook_events_total{outcome="alarm",type="payment_intent.succeeded"} 2`)
+	requireProblem(t, svc.PostPayment(t, apiKey, "twice", visa), http.StatusServiceUnavailable, "needs-attention")
+	var status string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(), "SELECT status FROM payments").Scan(&status))
+	require.Equal(t, "pending", status, "the event changed nothing")
+	require.Zero(t, receipts(t, svc))
+}
+
+// A payment an operator recorded as not charged whose PaymentIntent then
+// succeeds: the customer was charged. The event is an alarm, and the key
+// goes back to the operator, so that a retry is told to wait rather than
+// "not charged" (and pay again under a new key); the operator then settles
+// it as charged.
+func TestWebhookChargeOfAPaymentRecordedNotChargedGoesBackToTheOperator(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+	requireProblem(t, svc.PostPayment(t, apiKey, "late", visa), http.StatusServiceUnavailable, "needs-attention")
+	id := keyID(t, svc, "late")
+	_, err := svc.App.Resolver.NotCharged(context.Background(), id)
+	require.NoError(t, err)
+	requireProblem(t, svc.PostPayment(t, apiKey, "late", visa), http.StatusBadRequest, "payment-rejected")
+
+	pi := plant(t, em, 2000, intentOf(t, svc, userID, "late").Metadata())
+	_, payload := event("payment_intent.succeeded", stripeObject(t, svc, "/v1/payment_intents/"+pi.ID), time.Now())
+	require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+	require.Equal(t, []string{"alarm"}, eventOutcomes(t, svc))
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+	p := requireProblem(t, svc.PostPayment(t, apiKey, "late", visa), http.StatusServiceUnavailable, "needs-attention")
+	require.Contains(t, p.Detail, "operator")
+
+	_, err = svc.App.Resolver.NotCharged(context.Background(), id)
+	require.Error(t, err, "Stripe shows the charge")
+	settled, err := svc.App.Resolver.Charged(context.Background(), id, pi.ID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status)
+	replay := svc.PostPayment(t, apiKey, "late", visa)
+	require.Equal(t, http.StatusCreated, replay.Status, "body: %s", replay.Body)
+	require.Equal(t, pi.ID, *decode[payment](t, replay).StripePaymentIntentID)
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+}
+
+// A refund an operator settled as not refunded has no Stripe id; a late
+// refund.updated (failed) for the Refund Stripe did make moves no money:
+// the reservation was given back once, by the operator.
+func TestWebhookLateFailedRefundGivesItsAmountBackOnce(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay")
+	em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+	requireProblem(t, postRefund(t, svc, apiKey, "lost", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+	_, err := svc.App.Resolve(context.Background(), keyID(t, svc, "lost"), "")
+	require.NoError(t, err)
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	inFlight := postRefund(t, svc, apiKey, "in-flight", p.ID, `{"amount": 1000}`)
+	require.Equal(t, http.StatusCreated, inFlight.Status, "body: %s", inFlight.Body)
+	amounts := func() (reserved, refunded int64) {
+		require.NoError(t, svc.Pool.QueryRow(context.Background(),
+			"SELECT amount_reserved, amount_refunded FROM payments WHERE id = $1", p.ID).Scan(&reserved, &refunded))
+		return reserved, refunded
+	}
+	reserved, _ := amounts()
+	require.EqualValues(t, 1000, reserved)
+
+	// The Refund the lost request made after all, which then failed.
+	params := &stripe.RefundParams{PaymentIntent: p.StripePaymentIntentID, Amount: stripe.Int64(600)}
+	for k, v := range intentOf(t, svc, userID, "lost").Metadata() {
+		params.AddMetadata(k, v)
+	}
+	late, err := stripeClient(em).Refunds.New(params)
+	require.NoError(t, err)
+	_, err = em.SetRefundStatus(late.ID, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+	require.NoError(t, err)
+	_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+late.ID), time.Now())
+	require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+	reserved, refunded := amounts()
+	require.EqualValues(t, 1000, reserved, "the 1000 in flight stays reserved")
+	require.Zero(t, refunded)
+}
+
+// An event that cannot be applied, however often it is delivered, is kept
+// as an alarm and answered 200: never a 500 for Stripe to redeliver for
+// ever.
+func TestWebhookThatCannotApplyIsAnAlarmNotA500(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{WebhookSecret: whsec})
+	_, payload := event("payment_intent.succeeded", `{"id":"pi_odd","object":"payment_intent","amount":"a lot"}`, time.Now())
+	for range 2 {
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	}
+	require.Equal(t, []string{"alarm"}, eventOutcomes(t, svc))
+}
