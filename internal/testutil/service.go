@@ -133,6 +133,11 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 		// itself set one.
 		stripeCfg.VisibilityMargin = time.Millisecond
 	}
+	if stripeCfg.ExecutionBound == 0 {
+		// The emulator has finished a request by the time it answers, or
+		// the test released its hang; tests of the bound itself set one.
+		stripeCfg.ExecutionBound = time.Millisecond
+	}
 	a, err := app.New(context.Background(), pool, app.Options{
 		Logger:         log,
 		RateLimit:      opts.RateLimit,

@@ -75,8 +75,10 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phas
 	})
 }
 
-// NotCharged settles key keyID as not charged, once Stripe confirms that no
-// PaymentIntent of its intent succeeded. The key then answers with a stored
+// NotCharged settles key keyID as not charged, once Stripe confirms that
+// every PaymentIntent of its intent is in a state that can no longer charge
+// (requires_payment_method, canceled) and no create of its last run can
+// still be executing. The key then answers with a stored
 // 400 payment-rejected whose processor_code is not_charged.
 func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Response, error) {
 	key, err := dbsqlc.New().IdempotencyKeyGetByID(ctx, r.Engine.Pool(), keyID)
@@ -85,6 +87,9 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 			return nil, phases.ErrNotAwaitingOperator
 		}
 		return nil, err
+	}
+	if key.NeedsAttentionAt == nil {
+		return nil, phases.ErrNotAwaitingOperator
 	}
 	// Every attempt of the key, and a little before: the operator's check
 	// may page through more than a run's lookup does.
@@ -101,9 +106,21 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 		return nil, err
 	}
 	for _, pi := range found {
-		if pi.Status == stripe.PaymentIntentStatusSucceeded {
+		switch pi.Status {
+		case stripe.PaymentIntentStatusSucceeded:
 			return nil, fmt.Errorf("%w: PaymentIntent %s of this intent succeeded: resolve it as charged", ErrResolutionRefused, pi.ID)
+		case stripe.PaymentIntentStatusRequiresPaymentMethod, stripe.PaymentIntentStatusCanceled:
+		default:
+			return nil, fmt.Errorf("%w: PaymentIntent %s of this intent is %s and may still charge: wait for its outcome",
+				ErrResolutionRefused, pi.ID, pi.Status)
 		}
+	}
+	// A create sent in the key's last run may still be executing at Stripe,
+	// and what it makes would not be listed yet.
+	rules := r.Charger.Rules().WithDefaults()
+	if quiet := key.LastRunAt.Add(rules.ExecutionBound + rules.VisibilityMargin); time.Now().Before(quiet) {
+		return nil, fmt.Errorf("%w: the key's last run, at %s, may have sent a create that Stripe is still executing; try again after %s",
+			ErrResolutionRefused, key.LastRunAt.UTC().Format(time.RFC3339), quiet.UTC().Format(time.RFC3339))
 	}
 	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		payment, err := paymentOfKey(ctx, tx, key)
