@@ -143,11 +143,15 @@ func New(opts Options) *Server {
 	return s
 }
 
-// ServeHTTP answers one request. Every answer carries a Request-Id header.
+// ServeHTTP answers one request. Every answer carries a Request-Id header,
+// and a Date header by the emulator's clock (Options.Now), as Stripe's
+// answers carry Stripe's: a client can measure the skew between its clock
+// and Stripe's from it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	reqID := "req_" + randomID(14)
 	w.Header().Set("Request-Id", reqID)
+	w.Header().Set("Date", s.now().UTC().Format(http.TimeFormat))
 	if v := r.Header.Get("Stripe-Version"); v != "" {
 		w.Header().Set("Stripe-Version", v)
 	}

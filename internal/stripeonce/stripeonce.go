@@ -13,9 +13,18 @@
 //     closes, and from there on a lookup alone decides.
 //   - A key whose answer is a replayed server error is spent: a 500 is
 //     indeterminate, so the object is looked up by a strongly consistent
-//     read. Only when it is absent, and the attempt's execution is finished
-//     (Stripe replays it) and visible (the margin has passed since the key
-//     was found spent), does the next key's turn come.
+//     read, a list by creation time over every second since the attempt
+//     could first have been sent, in Stripe's clock (the skew between the
+//     database's and Stripe's is measured from Stripe's answers). Only when
+//     it is absent, and the attempt's execution is finished (Stripe replays
+//     it) and visible (the margin has passed since the key was found
+//     spent), does the next key's turn come.
+//   - A replayed server error on a key this database never sent before
+//     (its history was lost to a failover or a restore) may come from a
+//     send of any time Stripe still replays: the attempt's start moves back
+//     by Stripe's whole window, for this and every later run. A list too
+//     long to page through hands the intent to an operator; search, which
+//     lags writes, is never what proves an absence.
 //   - An idempotency_error, an object of the intent that does not match
 //     the request, or two of them, need an operator
 //     (phases.NeedsAttention); so does an outcome still unknown after the
@@ -52,15 +61,21 @@ type Rules struct {
 	// trusted to show it (lists are strongly consistent; the margin covers
 	// clock skew between us and Stripe too). Defaults to 1m.
 	VisibilityMargin time.Duration
-	// LookupLookback is how long before its attempt began an object of the
-	// intent may have been created at Stripe: clock skew, and a failover
-	// that lost the key's commits after Stripe had created it (the retry's
-	// attempt then begins afresh). It must exceed how far Stripe's search
-	// lags, since search finds what is older. Defaults to 2m.
+	// LookupLookback is a margin before its attempt began within which an
+	// object of the intent is still looked for: what the measured skew
+	// (StripeOffset) may be off by. A failover that lost the key's history
+	// is not its to cover: State.Unrecorded moves the attempt's start back
+	// instead. Defaults to 2m.
 	LookupLookback time.Duration
 	// LookupGrace is how long past the window an intent whose lookups keep
 	// failing waits before it is handed to an operator. Defaults to 24h.
 	LookupGrace time.Duration
+	// StripeOffset, when set, is how far Stripe's clock runs ahead of this
+	// process's, as last measured from Stripe's answers. A lookup's window
+	// is written in our database's times and read by Stripe's created
+	// times, so it is moved by the skew between the two, measured, rather
+	// than trusting LookupLookback to cover any skew at all.
+	StripeOffset func() time.Duration
 	// Observe, when set, is told the result of every lookup: adopted,
 	// not_found, not_created or needs_attention.
 	Observe func(result string)
@@ -80,6 +95,9 @@ func (r Rules) WithDefaults() Rules {
 	if r.Observe == nil {
 		r.Observe = func(string) {}
 	}
+	if r.StripeOffset == nil {
+		r.StripeOffset = func() time.Duration { return 0 }
+	}
 	return r
 }
 
@@ -97,6 +115,13 @@ type State struct {
 	// Progress records a spent attempt and the move to the next one,
 	// fenced by the run's lease.
 	Progress Progress
+	// Unrecorded is set when no earlier run of this database sent any of
+	// the intent's keys (the run made the key). A server error that Stripe
+	// then replays was cached by a send this database has no record of: a
+	// failover or a restore lost the key's history, at a time nobody
+	// knows. What it made is then looked for as far back as Stripe could
+	// still replay it, never from the attempt's recorded start.
+	Unrecorded bool
 	// Now is the clock the times above were written by (the database's:
 	// phases.Run.Now), so a skewed local clock cannot move a deadline. Nil
 	// means time.Now.
@@ -113,8 +138,10 @@ func (st *State) now() time.Time {
 // Progress persists how far an intent got across runs.
 type Progress interface {
 	// Spent records that attempt holds a cached server error, and returns
-	// since when that is known.
-	Spent(ctx context.Context, attempt int) (time.Time, error)
+	// since when that is known. sentSince, when set, is the earliest the
+	// attempt may have been sent, earlier than its recorded start: the
+	// attempt's start moves back to it, for this and every later run.
+	Spent(ctx context.Context, attempt int, sentSince *time.Time) (time.Time, error)
 	// Next moves from attempt to attempt+1, and returns when.
 	Next(ctx context.Context, attempt int) (time.Time, error)
 }
@@ -152,7 +179,14 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 			if !spent(err) {
 				return result, classify(err, st.Attempt)
 			}
-			at, err := st.Progress.Spent(ctx, st.Attempt)
+			var sentSince *time.Time
+			if st.Unrecorded {
+				// Sent before this database's history begins: as long ago
+				// as Stripe could still be replaying it.
+				since := st.now().Add(-Window - rules.ExecutionBound)
+				sentSince, st.AttemptAt = &since, since
+			}
+			at, err := st.Progress.Spent(ctx, st.Attempt, sentSince)
 			if err != nil {
 				return zero, err
 			}
@@ -160,7 +194,7 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 		}
 		// What the spent key created, if anything, was created after the
 		// attempt began and before Stripe replayed its error.
-		window := Span{st.AttemptAt.Add(-rules.LookupLookback), st.SpentAt.Add(rules.VisibilityMargin)}
+		window := st.stripeSpan(rules, st.AttemptAt, st.SpentAt.Add(rules.VisibilityMargin))
 		result, found, err := op.Lookup(ctx, window)
 		if found || err != nil {
 			return adopted(rules, result, err)
@@ -190,7 +224,7 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 func reconcile[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error) {
 	var zero T
 	windowEnd := st.KeyCreatedAt.Add(Window)
-	result, found, err := op.Lookup(ctx, Span{st.AttemptAt.Add(-rules.LookupLookback), st.now().Add(rules.VisibilityMargin)})
+	result, found, err := op.Lookup(ctx, st.stripeSpan(rules, st.AttemptAt, st.now().Add(rules.VisibilityMargin)))
 	switch {
 	case err != nil && st.now().After(windowEnd.Add(rules.LookupGrace)):
 		var attention *phases.NeedsAttentionError
@@ -206,6 +240,21 @@ func reconcile[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T,
 	}
 	rules.Observe("not_created")
 	return op.NotCreated(), nil
+}
+
+// stripeSpan is the stretch of Stripe's created times that holds what was
+// created between since and until, two times of our database's clock: each
+// end moved by the measured skew between the database and Stripe, the start
+// also by LookupLookback, and both by a second for the whole seconds of
+// Stripe's Date header.
+func (st *State) stripeSpan(rules Rules, since, until time.Time) Span {
+	// Stripe's clock less the database's: Stripe's less ours, plus ours
+	// less the database's.
+	toStripe := rules.StripeOffset() + time.Now().Sub(st.now())
+	return Span{
+		Since: since.Add(toStripe - rules.LookupLookback - time.Second),
+		Until: until.Add(toStripe + time.Second),
+	}
 }
 
 // adopted reports a lookup's outcome.

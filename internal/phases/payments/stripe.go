@@ -76,9 +76,10 @@ type Charger struct {
 // engine retries with the same idempotency key, on its own schedule.
 func NewCharger(cfg StripeConfig) *Charger {
 	cfg.setDefaults()
+	clock := &stripeClock{next: transport(cfg.MaxConnsPerHost)}
 	backendCfg := &stripe.BackendConfig{
 		MaxNetworkRetries: stripe.Int64(0),
-		HTTPClient:        &http.Client{Timeout: cfg.Timeout, Transport: transport(cfg.MaxConnsPerHost)},
+		HTTPClient:        &http.Client{Timeout: cfg.Timeout, Transport: clock},
 		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
 	}
 	if cfg.APIBase != "" {
@@ -91,6 +92,7 @@ func NewCharger(cfg StripeConfig) *Charger {
 		rules: stripeonce.Rules{
 			ExecutionBound: cfg.ExecutionBound, VisibilityMargin: cfg.VisibilityMargin,
 			LookupGrace: cfg.LookupGrace, LookupLookback: cfg.LookupLookback, Observe: cfg.ObserveLookup,
+			StripeOffset: clock.Offset,
 		},
 	}
 }
