@@ -58,7 +58,11 @@ func (pi PaymentIntent) chargeWire() *chargeJSON {
 	if pi.DeclineCode != "" {
 		c.Status = "failed"
 		c.FailureCode = optional("card_declined")
-		c.FailureMessage = optional(testCards[pi.PaymentMethod].message)
+		c.FailureMessage = optional(declineMessage(pi.DeclineCode))
+		return c
+	}
+	if pi.Status == StatusProcessing {
+		c.Status = "pending"
 		return c
 	}
 	c.Captured, c.Paid = true, true

@@ -16,6 +16,15 @@
 //     and pm_card_chargeDeclinedStolenCard (402 card_error, the PaymentIntent
 //     is still created in status requires_payment_method). Any other payment
 //     method is a 400 resource_missing and creates nothing.
+//   - Asynchronous settlement: pm_card_processing, the emulator's own (Stripe's
+//     cards settle at once), leaves the PaymentIntent processing, as Stripe
+//     shows asynchronous payment methods (its charge pending, nothing
+//     received, nothing to refund or dispute), until
+//     Server.SetPaymentIntentStatus (or POST /_fake/payment_intents/{id}/status)
+//     moves it on to succeeded or to requires_payment_method with a decline
+//     in last_payment_error, sending payment_intent.succeeded or
+//     payment_intent.payment_failed. Retrieve and list show the status at
+//     once, search after its lag.
 //   - GET /v1/payment_intents/{id}: strongly consistent.
 //   - Expanding the latest charge: create and retrieve with
 //     expand[]=latest_charge, list and search with data.latest_charge,
@@ -94,8 +103,9 @@
 // --webhook-url U --webhook-secret S) every state change is a Stripe event,
 // signed as Stripe signs them (Stripe-Signature: t=...,v1=...) and POSTed
 // asynchronously, retried with backoff until answered 2xx:
-// payment_intent.created, payment_intent.succeeded,
-// payment_intent.payment_failed, refund.created, refund.updated and
+// payment_intent.created, payment_intent.processing,
+// payment_intent.succeeded, payment_intent.payment_failed (also when a
+// processing PaymentIntent settles), refund.created, refund.updated and
 // charge.dispute.created (OpenDispute). Chaos adds Stripe's delivery
 // faults: delayed, duplicated, reordered, and a first attempt lost. See
 // webhooks.go.
@@ -125,7 +135,9 @@
 // GET /_fake/refunds, POST /_fake/refunds/{id}/status
 // ({"status":"succeeded"|"failed","failure_reason":...}) and
 // POST /_fake/payment_intents/{id}/refund_outcome (a RefundOutcome; see
-// admin_refunds.go); GET /_fake/events (every event and its deliveries;
+// admin_refunds.go); POST /_fake/payment_intents/{id}/status
+// ({"status":"succeeded"|"requires_payment_method","decline_code":...}:
+// SetPaymentIntentStatus, see processing.go); GET /_fake/events (every event and its deliveries;
 // ?type= and ?object_id= filter), POST /_fake/disputes
 // ({"payment_intent":...,"reason":...}: OpenDispute) and GET /_fake/disputes
 // (see disputes.go).

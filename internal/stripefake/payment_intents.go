@@ -16,6 +16,10 @@ const (
 	StatusRequiresConfirmation = "requires_confirmation"
 	// StatusSucceeded: confirmed and charged.
 	StatusSucceeded = "succeeded"
+	// StatusProcessing: confirmed, the charge not settled yet, as Stripe
+	// shows asynchronous payment methods. Only pm_card_processing stays
+	// here, until SetPaymentIntentStatus moves it on.
+	StatusProcessing = "processing"
 )
 
 // PaymentIntent is a snapshot of one emulated PaymentIntent.
@@ -67,8 +71,8 @@ type testCard struct {
 	brand       string
 	last4       string
 	declineCode string // empty: the charge succeeds
-	message     string
 	refunds     string // how its refunds start: "" (succeeded), RefundPending or RefundFailed
+	processing  bool   // the PaymentIntent stays processing (pm_card_processing)
 }
 
 // testCards are the payment method ids the emulator knows.
@@ -76,14 +80,18 @@ var testCards = map[string]testCard{
 	"pm_card_visa":                            {brand: "visa", last4: "4242"},
 	"pm_card_mastercard":                      {brand: "mastercard", last4: "4444"},
 	"pm_card_amex":                            {brand: "amex", last4: "8431"},
-	"pm_card_chargeDeclined":                  {brand: "visa", last4: "0002", declineCode: "generic_decline", message: "Your card was declined."},
-	"pm_card_chargeDeclinedInsufficientFunds": {brand: "visa", last4: "9995", declineCode: "insufficient_funds", message: "Your card has insufficient funds."},
-	"pm_card_chargeDeclinedLostCard":          {brand: "visa", last4: "9987", declineCode: "lost_card", message: "Your card was declined."},
-	"pm_card_chargeDeclinedStolenCard":        {brand: "visa", last4: "9979", declineCode: "stolen_card", message: "Your card was declined."},
+	"pm_card_chargeDeclined":                  {brand: "visa", last4: "0002", declineCode: "generic_decline"},
+	"pm_card_chargeDeclinedInsufficientFunds": {brand: "visa", last4: "9995", declineCode: "insufficient_funds"},
+	"pm_card_chargeDeclinedLostCard":          {brand: "visa", last4: "9987", declineCode: "lost_card"},
+	"pm_card_chargeDeclinedStolenCard":        {brand: "visa", last4: "9979", declineCode: "stolen_card"},
 	// Stripe's refund test cards: the charge succeeds; a refund starts
 	// pending, or fails after answering succeeded (see RefundOutcome).
 	"pm_card_pendingRefund": {brand: "visa", last4: "7726", refunds: RefundPending},
 	"pm_card_refundFail":    {brand: "visa", last4: "5126", refunds: RefundFailed},
+	// The emulator's own, not Stripe's (Stripe's cards settle at once): the
+	// PaymentIntent stays processing, as with an asynchronous payment
+	// method, until SetPaymentIntentStatus moves it on.
+	"pm_card_processing": {brand: "visa", last4: "4242", processing: true},
 }
 
 // paymentIntentJSON is the Stripe wire form of a PaymentIntent.
@@ -174,7 +182,7 @@ func (pi PaymentIntent) wire() *paymentIntentJSON {
 			DeclineCode:   pi.DeclineCode,
 			Charge:        pi.LatestCharge,
 			DocURL:        "https://stripe.com/docs/error-codes/card-declined",
-			Message:       card.message,
+			Message:       declineMessage(pi.DeclineCode),
 			PaymentMethod: paymentMethodWire(pi.PaymentMethod, card, pi.Created.Year()+3),
 		}
 	}
@@ -228,6 +236,9 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 		pi.Status = StatusRequiresPaymentMethod
 	case !p.confirm:
 		pi.Status = StatusRequiresConfirmation
+	case card.processing:
+		pi.Status = StatusProcessing
+		pi.LatestCharge = "ch_" + randomID(24)
 	case card.declineCode == "":
 		pi.Status = StatusSucceeded
 		pi.AmountReceived = p.amount
@@ -300,9 +311,13 @@ func (s *Server) PaymentIntents() []PaymentIntent {
 	defer s.mu.Unlock()
 	out := make([]PaymentIntent, len(s.intents))
 	for i, rec := range s.intents {
-		pi := rec.PaymentIntent
-		pi.Metadata = maps.Clone(pi.Metadata)
-		out[i] = pi
+		out[i] = rec.snapshot()
 	}
 	return out
+}
+
+// snapshot returns a copy of pi that shares nothing with it.
+func (pi PaymentIntent) snapshot() PaymentIntent {
+	pi.Metadata = maps.Clone(pi.Metadata)
+	return pi
 }

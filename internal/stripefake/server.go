@@ -132,6 +132,7 @@ func New(opts Options) *Server {
 	mux.HandleFunc("GET /_fake/refunds", s.handleAdminRefunds)
 	mux.HandleFunc("POST /_fake/refunds/{id}/status", s.handleAdminRefundStatus)
 	mux.HandleFunc("POST /_fake/payment_intents/{id}/refund_outcome", s.handleAdminRefundOutcome)
+	mux.HandleFunc("POST /_fake/payment_intents/{id}/status", s.handleAdminPaymentIntentStatus)
 	mux.HandleFunc("GET /_fake/events", s.handleAdminEvents)
 	mux.HandleFunc("GET /_fake/disputes", s.handleAdminDisputes)
 	mux.HandleFunc("POST /_fake/disputes", s.handleAdminDisputeCreate)

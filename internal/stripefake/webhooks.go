@@ -12,7 +12,10 @@ import (
 // Options.Now clock, under the lock that makes the change):
 //
 //   - a PaymentIntent created: payment_intent.created, then
-//     payment_intent.succeeded or, for a decline, payment_intent.payment_failed;
+//     payment_intent.succeeded or, for a decline, payment_intent.payment_failed,
+//     or for pm_card_processing payment_intent.processing;
+//   - a processing PaymentIntent moved on (SetPaymentIntentStatus):
+//     payment_intent.succeeded or payment_intent.payment_failed;
 //   - a refund created: refund.created (with the status its create answer
 //     shows), and refund.updated for every later change of its status
 //     (SetRefundStatus, or a refund of pm_card_refundFail failing);
@@ -185,6 +188,8 @@ func (s *Server) emitIntentLocked(pi PaymentIntent, reqID, idempotencyKey string
 	switch {
 	case pi.Status == StatusSucceeded:
 		s.emitLocked("payment_intent.succeeded", pi.ID, pi.wire(), req)
+	case pi.Status == StatusProcessing:
+		s.emitLocked("payment_intent.processing", pi.ID, pi.wire(), req)
 	case pi.DeclineCode != "":
 		s.emitLocked("payment_intent.payment_failed", pi.ID, pi.wire(), req)
 	}
