@@ -69,6 +69,12 @@
 //   - GET /v1/refunds/{id}, and GET /v1/refunds filtered by payment_intent,
 //     charge and created, paged like the PaymentIntent list; both strongly
 //     consistent.
+//   - Time: the server's clock is Options.Now (time.Now by default) plus
+//     what Server.Advance added; creation times, events, search lag and
+//     idempotency expiry all go by it, so a test moves "five minutes later"
+//     with Advance instead of sleeping. Server.Backdate moves one
+//     PaymentIntent's creation earlier: list's created filters and order,
+//     its charge and its search lag follow (see clock.go).
 //   - Idempotency: results of POST requests carrying an Idempotency-Key are
 //     saved per (API key, idempotency key) together with a hash of the
 //     parameters, once the endpoint started executing. That includes 402
