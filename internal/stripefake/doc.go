@@ -25,6 +25,17 @@
 //     in last_payment_error, sending payment_intent.succeeded or
 //     payment_intent.payment_failed. Retrieve and list show the status at
 //     once, search after its lag.
+//   - Parameters: a create (PaymentIntent or refund) with a parameter
+//     Stripe's API (version 2024-06-20) does not know for it is a 400
+//     invalid_request_error, code parameter_unknown, param naming it,
+//     "Received unknown parameter: foo"; one it knows but the emulator does
+//     not model (shipping, receipt_email, ...) is accepted and ignored. A
+//     currency Stripe does not support (currency=zzz; any case of a
+//     supported one is lowercased) is a 400 invalid_request_error on param
+//     currency without a code, "Invalid currency: zzz. Stripe currently
+//     supports these currencies: usd, aed, ...", as Stripe answers. Both
+//     are validation failures: nothing is made, no fault is taken, the
+//     idempotency key is not saved.
 //   - GET /v1/payment_intents/{id}: strongly consistent.
 //   - Expanding the latest charge: create and retrieve with
 //     expand[]=latest_charge, list and search with data.latest_charge,
@@ -84,9 +95,10 @@
 //     another endpoint (a PaymentIntent key for a refund), gets a 400
 //     {"error":{"type":"idempotency_error","message":...}}, and a key whose
 //     first request is still executing gets a 409 idempotency_key_in_use.
-//     Validation errors detected before execution (missing amount, bad
-//     currency, ...) are not saved. Saved results expire after
-//     Options.IdempotencyTTL (24h by default), like Stripe's.
+//     Validation errors detected before execution (missing amount,
+//     unsupported currency, unknown parameter, ...) are not saved. Saved
+//     results expire after Options.IdempotencyTTL (24h by default), like
+//     Stripe's.
 //   - Work outlives the client: once a create starts executing it runs in
 //     its own goroutine and creates and saves its result even if the client
 //     disconnects or its request context is cancelled; until then the key is
