@@ -124,7 +124,10 @@
 // payment_intent.created, payment_intent.processing,
 // payment_intent.succeeded, payment_intent.payment_failed (also when a
 // processing PaymentIntent settles), refund.created, refund.updated and
-// charge.dispute.created (OpenDispute). Chaos adds Stripe's delivery
+// charge.dispute.created (OpenDispute). A refund.updated carries
+// data.previous_attributes, Stripe's record of what changed: each attribute
+// whose value changed, with its value before (e.g. {"status":"pending"}),
+// null for one the object did not show before. Chaos adds Stripe's delivery
 // faults: delayed, duplicated, reordered, and a first attempt lost. See
 // webhooks.go.
 //
