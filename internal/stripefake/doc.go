@@ -104,6 +104,14 @@
 //     disconnects or its request context is cancelled; until then the key is
 //     in use. Serve waits for such executions when it shuts down.
 //
+// Conformance: every answer (objects, lists, search results, error bodies)
+// and every event's data.object has the shape Stripe's OpenAPI spec gives
+// it, nested objects included: an expanded latest_charge (with
+// billing_details and disputed), last_payment_error's payment_method (with
+// billing_details and created), a dispute's evidence and evidence_details.
+// conformance_test.go checks it against the spec stripe-mock v0.162.0
+// embeds (see spec_test.go for why that version).
+//
 // Differences from real Stripe, on purpose: search is strongly consistent
 // unless a lag is configured, only the query forms metadata['k']:'v',
 // status:'s', currency:'c' and amount:n joined by AND are understood,

@@ -64,6 +64,13 @@ type PaymentIntent struct {
 type storedIntent struct {
 	PaymentIntent
 	createdAt time.Time
+	disputed  bool // its charge has a dispute (OpenDispute)
+}
+
+// wireExpanded renders the PaymentIntent, with its latest charge expanded
+// if expand is set.
+func (rec storedIntent) wireExpanded(expand bool) *paymentIntentJSON {
+	return rec.wireWith(expand, rec.disputed)
 }
 
 // testCard describes how a Stripe test payment method behaves.
@@ -118,11 +125,15 @@ type paymentIntentJSON struct {
 
 // paymentMethodJSON is the Stripe wire form of a (card) PaymentMethod.
 type paymentMethodJSON struct {
-	ID       string   `json:"id"`
-	Object   string   `json:"object"`
-	Type     string   `json:"type"`
-	Livemode bool     `json:"livemode"`
-	Card     cardJSON `json:"card"`
+	ID             string             `json:"id"`
+	Object         string             `json:"object"`
+	BillingDetails billingDetailsJSON `json:"billing_details"`
+	Card           cardJSON           `json:"card"`
+	Created        int64              `json:"created"`
+	Customer       *string            `json:"customer"`
+	Livemode       bool               `json:"livemode"`
+	Metadata       map[string]string  `json:"metadata"`
+	Type           string             `json:"type"`
 }
 
 // cardJSON is the card hash of a PaymentMethod.
@@ -183,17 +194,20 @@ func (pi PaymentIntent) wire() *paymentIntentJSON {
 			Charge:        pi.LatestCharge,
 			DocURL:        "https://stripe.com/docs/error-codes/card-declined",
 			Message:       declineMessage(pi.DeclineCode),
-			PaymentMethod: paymentMethodWire(pi.PaymentMethod, card, pi.Created.Year()+3),
+			PaymentMethod: paymentMethodWire(pi.PaymentMethod, card, pi.Created),
 		}
 	}
 	return j
 }
 
-// paymentMethodWire renders a test payment method.
-func paymentMethodWire(id string, c testCard, expYear int) *paymentMethodJSON {
+// paymentMethodWire renders a test payment method as used by a
+// PaymentIntent created at created: made then, its card expiring in three
+// years.
+func paymentMethodWire(id string, c testCard, created time.Time) *paymentMethodJSON {
 	return &paymentMethodJSON{
-		ID: id, Object: "payment_method", Type: "card",
-		Card: cardJSON{Brand: c.brand, Last4: c.last4, ExpMonth: 12, ExpYear: expYear, Funding: "credit"},
+		ID: id, Object: "payment_method", BillingDetails: noBillingDetails(),
+		Card:    cardJSON{Brand: c.brand, Last4: c.last4, ExpMonth: 12, ExpYear: created.Year() + 3, Funding: "credit"},
+		Created: created.Unix(), Metadata: map[string]string{}, Type: "card",
 	}
 }
 
@@ -268,7 +282,7 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 	s.mu.Unlock()
 
 	if pi.DeclineCode == "" {
-		return http.StatusOK, marshalWire(pi.wireExpanded(p.expandCharge))
+		return http.StatusOK, marshalWire(pi.wireWith(p.expandCharge, false))
 	}
 	wire := pi.wire()
 	e := *wire.LastPaymentError
@@ -284,9 +298,9 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request, _ string
 	s.mu.Lock()
 	s.stats.Retrieves++
 	idx, ok := s.byID[id]
-	var pi PaymentIntent
+	var rec storedIntent
 	if ok {
-		pi = s.intents[idx].PaymentIntent
+		rec = s.intents[idx]
 	} else {
 		s.stats.InvalidRequests++
 	}
@@ -302,7 +316,7 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request, _ string
 		})
 		return
 	}
-	writeJSON(w, http.StatusOK, marshalWire(pi.wireExpanded(expands(r.URL.Query(), "latest_charge"))))
+	writeJSON(w, http.StatusOK, marshalWire(rec.wireExpanded(expands(r.URL.Query(), "latest_charge"))))
 }
 
 // PaymentIntents returns a snapshot of all PaymentIntents in creation order.
