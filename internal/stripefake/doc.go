@@ -16,12 +16,12 @@
 //     and pm_card_chargeDeclinedStolenCard (402 card_error, the PaymentIntent
 //     is still created in status requires_payment_method). Any other payment
 //     method is a 400 resource_missing and creates nothing.
-//   - Asynchronous settlement: pm_card_processing, the emulator's own (Stripe's
-//     cards settle at once), leaves the PaymentIntent processing, as Stripe
-//     shows asynchronous payment methods (its charge pending, nothing
-//     received, nothing to refund or dispute), until
-//     Server.SetPaymentIntentStatus (or POST /_fake/payment_intents/{id}/status)
-//     moves it on to succeeded or to requires_payment_method with a decline
+//   - Asynchronous settlement: pm_card_processing, the emulator's own
+//     (Stripe's cards settle at once), leaves the PaymentIntent processing,
+//     as Stripe shows asynchronous payment methods (its charge pending,
+//     nothing received, nothing to refund or dispute), until
+//     Server.SetPaymentIntentStatus (or POST
+//     /_fake/payment_intents/{id}/status) moves it on to succeeded or to requires_payment_method with a decline
 //     in last_payment_error, sending payment_intent.succeeded or
 //     payment_intent.payment_failed. Retrieve and list show the status at
 //     once, search after its lag.
@@ -52,7 +52,7 @@
 //   - GET /v1/payment_intents/search, newest first, paged by next_page. Like
 //     Stripe's, it lags writes: with Options.SearchLag (or Chaos.SearchLag)
 //     a PaymentIntent is found only once that long has passed since its
-//     creation, by the Options.Now clock. Stripe documents under a minute
+//     creation, by the server's clock. Stripe documents under a minute
 //     normally and up to an hour during outages, and warns against search in
 //     read-after-write flows; use retrieve or list there.
 //   - POST /v1/refunds with payment_intent (or charge, the PaymentIntent's
@@ -166,8 +166,8 @@
 // POST /_fake/payment_intents/{id}/refund_outcome (a RefundOutcome; see
 // admin_refunds.go); POST /_fake/payment_intents/{id}/status
 // ({"status":"succeeded"|"requires_payment_method","decline_code":...}:
-// SetPaymentIntentStatus, see processing.go); GET /_fake/events (every event and its deliveries;
-// ?type= and ?object_id= filter), POST /_fake/disputes
+// SetPaymentIntentStatus, see processing.go); GET /_fake/events (every
+// event and its deliveries; ?type= and ?object_id= filter), POST /_fake/disputes
 // ({"payment_intent":...,"reason":...}: OpenDispute) and GET /_fake/disputes
 // (see disputes.go).
 package stripefake

@@ -53,7 +53,8 @@ type PaymentIntent struct {
 	AmountRefunded int64 `json:"amount_refunded"`
 	// ClientSecret is Stripe's client secret.
 	ClientSecret string `json:"client_secret"`
-	// DeclineCode is set when the confirmation was declined.
+	// DeclineCode is set when the confirmation was declined, or a
+	// processing PaymentIntent failed (SetPaymentIntentStatus).
 	DeclineCode string `json:"decline_code,omitempty"`
 	// IdempotencyKey is the key of the request that created it, if any.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`

@@ -8,8 +8,8 @@ import (
 )
 
 // Webhooks. With Options.WebhookURL the emulator makes a Stripe event for
-// every state change it makes, at the time of the change (by the
-// Options.Now clock, under the lock that makes the change):
+// every state change it makes, at the time of the change (by the server's
+// clock, see clock.go, under the lock that makes the change):
 //
 //   - a PaymentIntent created: payment_intent.created, then
 //     payment_intent.succeeded or, for a decline, payment_intent.payment_failed,
