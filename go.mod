@@ -20,6 +20,7 @@ require (
 	github.com/rs/zerolog v1.35.1
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v79 v79.12.0
+	github.com/stripe/stripe-mock v0.162.0
 	golang.org/x/time v0.16.0
 )
 

@@ -10,30 +10,33 @@ import (
 // PaymentIntent. It is only rendered when a request expands latest_charge;
 // the emulator has no /v1/charges endpoint.
 type chargeJSON struct {
-	ID             string            `json:"id"`
-	Object         string            `json:"object"`
-	Amount         int64             `json:"amount"`
-	AmountCaptured int64             `json:"amount_captured"`
-	AmountRefunded int64             `json:"amount_refunded"`
-	Captured       bool              `json:"captured"`
-	Created        int64             `json:"created"`
-	Currency       string            `json:"currency"`
-	Description    *string           `json:"description"`
-	FailureCode    *string           `json:"failure_code"`
-	FailureMessage *string           `json:"failure_message"`
-	Livemode       bool              `json:"livemode"`
-	Metadata       map[string]string `json:"metadata"`
-	Paid           bool              `json:"paid"`
-	PaymentIntent  string            `json:"payment_intent"`
-	PaymentMethod  string            `json:"payment_method"`
-	Refunded       bool              `json:"refunded"`
-	Status         string            `json:"status"`
+	ID             string             `json:"id"`
+	Object         string             `json:"object"`
+	Amount         int64              `json:"amount"`
+	AmountCaptured int64              `json:"amount_captured"`
+	AmountRefunded int64              `json:"amount_refunded"`
+	BillingDetails billingDetailsJSON `json:"billing_details"`
+	Captured       bool               `json:"captured"`
+	Created        int64              `json:"created"`
+	Currency       string             `json:"currency"`
+	Description    *string            `json:"description"`
+	Disputed       bool               `json:"disputed"`
+	FailureCode    *string            `json:"failure_code"`
+	FailureMessage *string            `json:"failure_message"`
+	Livemode       bool               `json:"livemode"`
+	Metadata       map[string]string  `json:"metadata"`
+	Paid           bool               `json:"paid"`
+	PaymentIntent  string             `json:"payment_intent"`
+	PaymentMethod  string             `json:"payment_method"`
+	Refunded       bool               `json:"refunded"`
+	Status         string             `json:"status"`
 }
 
 // chargeWire renders the latest charge of pi, or nil if it has none. Its
 // amount_refunded counts succeeded and pending refunds, as Stripe's does;
-// refunded is true once all of it is refunded.
-func (pi PaymentIntent) chargeWire() *chargeJSON {
+// refunded is true once all of it is refunded; disputed says whether it
+// has a dispute.
+func (pi PaymentIntent) chargeWire(disputed bool) *chargeJSON {
 	if pi.LatestCharge == "" {
 		return nil
 	}
@@ -47,9 +50,11 @@ func (pi PaymentIntent) chargeWire() *chargeJSON {
 		Amount:         pi.Amount,
 		AmountCaptured: pi.AmountReceived,
 		AmountRefunded: pi.AmountRefunded,
+		BillingDetails: noBillingDetails(),
 		Created:        pi.Created.Unix(),
 		Currency:       pi.Currency,
 		Description:    optional(pi.Description),
+		Disputed:       disputed,
 		Metadata:       md,
 		PaymentIntent:  pi.ID,
 		PaymentMethod:  pi.PaymentMethod,
@@ -58,7 +63,11 @@ func (pi PaymentIntent) chargeWire() *chargeJSON {
 	if pi.DeclineCode != "" {
 		c.Status = "failed"
 		c.FailureCode = optional("card_declined")
-		c.FailureMessage = optional(testCards[pi.PaymentMethod].message)
+		c.FailureMessage = optional(declineMessage(pi.DeclineCode))
+		return c
+	}
+	if pi.Status == StatusProcessing {
+		c.Status = "pending"
 		return c
 	}
 	c.Captured, c.Paid = true, true
@@ -80,10 +89,11 @@ func expands(form url.Values, path string) bool {
 	return false
 }
 
-// wireExpanded renders pi, with its latest charge expanded if expand is set.
-func (pi PaymentIntent) wireExpanded(expand bool) *paymentIntentJSON {
+// wireWith renders pi, with its latest charge expanded if expand is set
+// (disputed: whether that charge has a dispute).
+func (pi PaymentIntent) wireWith(expand, disputed bool) *paymentIntentJSON {
 	j := pi.wire()
-	if c := pi.chargeWire(); expand && c != nil {
+	if c := pi.chargeWire(disputed); expand && c != nil {
 		j.LatestCharge = c
 	}
 	return j

@@ -51,6 +51,8 @@ type disputeJSON struct {
 	Charge              string            `json:"charge"`
 	Created             int64             `json:"created"`
 	Currency            string            `json:"currency"`
+	Evidence            map[string]any    `json:"evidence"`
+	EvidenceDetails     evidenceDetails   `json:"evidence_details"`
 	IsChargeRefundable  bool              `json:"is_charge_refundable"`
 	Livemode            bool              `json:"livemode"`
 	Metadata            map[string]string `json:"metadata"`
@@ -63,7 +65,8 @@ type disputeJSON struct {
 func (d Dispute) wire() *disputeJSON {
 	return &disputeJSON{
 		ID: d.ID, Object: "dispute", Amount: d.Amount, BalanceTransactions: []any{}, Charge: d.Charge,
-		Created: d.Created.Unix(), Currency: d.Currency, Metadata: map[string]string{},
+		Created: d.Created.Unix(), Currency: d.Currency, Evidence: noEvidence(),
+		EvidenceDetails: evidenceDetails{DueBy: d.Created.Add(evidenceWindow).Unix()}, Metadata: map[string]string{},
 		PaymentIntent: d.PaymentIntent, Reason: d.Reason, Status: d.Status,
 	}
 }
@@ -99,6 +102,7 @@ func (s *Server) OpenDispute(paymentIntentID, reason string) (Dispute, error) {
 		Currency: pi.Currency, Reason: reason, Status: DisputeStatusNeedsResponse,
 		Created: time.Unix(s.now().Unix(), 0).UTC(),
 	}
+	s.intents[idx].disputed = true
 	s.disputed[pi.ID] = len(s.disputes)
 	s.disputes = append(s.disputes, d)
 	s.stats.Disputes++

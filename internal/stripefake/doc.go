@@ -16,6 +16,26 @@
 //     and pm_card_chargeDeclinedStolenCard (402 card_error, the PaymentIntent
 //     is still created in status requires_payment_method). Any other payment
 //     method is a 400 resource_missing and creates nothing.
+//   - Asynchronous settlement: pm_card_processing, the emulator's own
+//     (Stripe's cards settle at once), leaves the PaymentIntent processing,
+//     as Stripe shows asynchronous payment methods (its charge pending,
+//     nothing received, nothing to refund or dispute), until
+//     Server.SetPaymentIntentStatus (or POST
+//     /_fake/payment_intents/{id}/status) moves it on to succeeded or to requires_payment_method with a decline
+//     in last_payment_error, sending payment_intent.succeeded or
+//     payment_intent.payment_failed. Retrieve and list show the status at
+//     once, search after its lag.
+//   - Parameters: a create (PaymentIntent or refund) with a parameter
+//     Stripe's API (version 2024-06-20) does not know for it is a 400
+//     invalid_request_error, code parameter_unknown, param naming it,
+//     "Received unknown parameter: foo"; one it knows but the emulator does
+//     not model (shipping, receipt_email, ...) is accepted and ignored. A
+//     currency Stripe does not support (currency=zzz; any case of a
+//     supported one is lowercased) is a 400 invalid_request_error on param
+//     currency without a code, "Invalid currency: zzz. Stripe currently
+//     supports these currencies: usd, aed, ...", as Stripe answers. Both
+//     are validation failures: nothing is made, no fault is taken, the
+//     idempotency key is not saved.
 //   - GET /v1/payment_intents/{id}: strongly consistent.
 //   - Expanding the latest charge: create and retrieve with
 //     expand[]=latest_charge, list and search with data.latest_charge,
@@ -32,7 +52,7 @@
 //   - GET /v1/payment_intents/search, newest first, paged by next_page. Like
 //     Stripe's, it lags writes: with Options.SearchLag (or Chaos.SearchLag)
 //     a PaymentIntent is found only once that long has passed since its
-//     creation, by the Options.Now clock. Stripe documents under a minute
+//     creation, by the server's clock. Stripe documents under a minute
 //     normally and up to an hour during outages, and warns against search in
 //     read-after-write flows; use retrieve or list there.
 //   - POST /v1/refunds with payment_intent (or charge, the PaymentIntent's
@@ -60,6 +80,12 @@
 //   - GET /v1/refunds/{id}, and GET /v1/refunds filtered by payment_intent,
 //     charge and created, paged like the PaymentIntent list; both strongly
 //     consistent.
+//   - Time: the server's clock is Options.Now (time.Now by default) plus
+//     what Server.Advance added; creation times, events, search lag and
+//     idempotency expiry all go by it, so a test moves "five minutes later"
+//     with Advance instead of sleeping. Server.Backdate moves one
+//     PaymentIntent's creation earlier: list's created filters and order,
+//     its charge and its search lag follow (see clock.go).
 //   - Idempotency: results of POST requests carrying an Idempotency-Key are
 //     saved per (API key, idempotency key) together with a hash of the
 //     parameters, once the endpoint started executing. That includes 402
@@ -69,13 +95,22 @@
 //     another endpoint (a PaymentIntent key for a refund), gets a 400
 //     {"error":{"type":"idempotency_error","message":...}}, and a key whose
 //     first request is still executing gets a 409 idempotency_key_in_use.
-//     Validation errors detected before execution (missing amount, bad
-//     currency, ...) are not saved. Saved results expire after
-//     Options.IdempotencyTTL (24h by default), like Stripe's.
+//     Validation errors detected before execution (missing amount,
+//     unsupported currency, unknown parameter, ...) are not saved. Saved
+//     results expire after Options.IdempotencyTTL (24h by default), like
+//     Stripe's.
 //   - Work outlives the client: once a create starts executing it runs in
 //     its own goroutine and creates and saves its result even if the client
 //     disconnects or its request context is cancelled; until then the key is
 //     in use. Serve waits for such executions when it shuts down.
+//
+// Conformance: every answer (objects, lists, search results, error bodies)
+// and every event's data.object has the shape Stripe's OpenAPI spec gives
+// it, nested objects included: an expanded latest_charge (with
+// billing_details and disputed), last_payment_error's payment_method (with
+// billing_details and created), a dispute's evidence and evidence_details.
+// conformance_test.go checks it against the spec stripe-mock v0.162.0
+// embeds (see spec_test.go for why that version).
 //
 // Differences from real Stripe, on purpose: search is strongly consistent
 // unless a lag is configured, only the query forms metadata['k']:'v',
@@ -94,9 +129,13 @@
 // --webhook-url U --webhook-secret S) every state change is a Stripe event,
 // signed as Stripe signs them (Stripe-Signature: t=...,v1=...) and POSTed
 // asynchronously, retried with backoff until answered 2xx:
-// payment_intent.created, payment_intent.succeeded,
-// payment_intent.payment_failed, refund.created, refund.updated and
-// charge.dispute.created (OpenDispute). Chaos adds Stripe's delivery
+// payment_intent.created, payment_intent.processing,
+// payment_intent.succeeded, payment_intent.payment_failed (also when a
+// processing PaymentIntent settles), refund.created, refund.updated and
+// charge.dispute.created (OpenDispute). A refund.updated carries
+// data.previous_attributes, Stripe's record of what changed: each attribute
+// whose value changed, with its value before (e.g. {"status":"pending"}),
+// null for one the object did not show before. Chaos adds Stripe's delivery
 // faults: delayed, duplicated, reordered, and a first attempt lost. See
 // webhooks.go.
 //
@@ -125,8 +164,10 @@
 // GET /_fake/refunds, POST /_fake/refunds/{id}/status
 // ({"status":"succeeded"|"failed","failure_reason":...}) and
 // POST /_fake/payment_intents/{id}/refund_outcome (a RefundOutcome; see
-// admin_refunds.go); GET /_fake/events (every event and its deliveries;
-// ?type= and ?object_id= filter), POST /_fake/disputes
+// admin_refunds.go); POST /_fake/payment_intents/{id}/status
+// ({"status":"succeeded"|"requires_payment_method","decline_code":...}:
+// SetPaymentIntentStatus, see processing.go); GET /_fake/events (every
+// event and its deliveries; ?type= and ?object_id= filter), POST /_fake/disputes
 // ({"payment_intent":...,"reason":...}: OpenDispute) and GET /_fake/disputes
 // (see disputes.go).
 package stripefake

@@ -79,13 +79,7 @@ func parseListParams(q url.Values, filters ...string) (listParams, *errorObject)
 			if name == "expand" || strings.HasPrefix(name, "expand[") {
 				continue // expansions are accepted (see expands)
 			}
-			return lp, &errorObject{
-				Type:    typeInvalidRequest,
-				Code:    "parameter_unknown",
-				Param:   name,
-				DocURL:  "https://stripe.com/docs/error-codes/parameter-unknown",
-				Message: "Received unknown parameter: " + name,
-			}
+			return lp, unknownParamError(name)
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {

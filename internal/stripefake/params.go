@@ -1,7 +1,9 @@
 package stripefake
 
 import (
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -14,8 +16,21 @@ const (
 	maxMetadataValueLen = 500
 )
 
+// paymentIntentParamNames are the parameters Stripe's POST
+// /v1/payment_intents knows at API version 2024-06-20; any other is
+// refused (unknownParam).
+var paymentIntentParamNames = []string{
+	"amount", "application_fee_amount", "automatic_payment_methods", "capture_method", "confirm",
+	"confirmation_method", "confirmation_token", "currency", "customer", "description",
+	"error_on_requires_action", "expand", "mandate", "mandate_data", "metadata", "off_session",
+	"on_behalf_of", "payment_method", "payment_method_configuration", "payment_method_data",
+	"payment_method_options", "payment_method_types", "radar_options", "receipt_email", "return_url",
+	"setup_future_usage", "shipping", "statement_descriptor", "statement_descriptor_suffix",
+	"transfer_data", "transfer_group", "use_stripe_sdk",
+}
+
 // createParams are the parameters of POST /v1/payment_intents the emulator
-// understands; all others are accepted and ignored.
+// understands; the others Stripe knows are accepted and ignored.
 type createParams struct {
 	amount        int64
 	currency      string
@@ -31,6 +46,9 @@ type createParams struct {
 // idempotency).
 func parseCreateParams(form url.Values) (createParams, *errorObject) {
 	var p createParams
+	if perr := unknownParam(form, paymentIntentParamNames); perr != nil {
+		return p, perr
+	}
 
 	rawAmount, ok := single(form, "amount")
 	if !ok || rawAmount == "" {
@@ -52,11 +70,10 @@ func parseCreateParams(form url.Values) (createParams, *errorObject) {
 	if !ok || currency == "" {
 		return p, missingParam("currency")
 	}
-	// Stripe documents lowercase codes but accepts and lowercases any case.
-	if !isThreeLetters(currency) {
-		return p, invalidParam("currency", "", "Invalid currency: "+currency+". Currencies are three-letter ISO codes, in lowercase.")
+	var perr *errorObject
+	if p.currency, perr = currencyParam("currency", currency); perr != nil {
+		return p, perr
 	}
-	p.currency = strings.ToLower(currency)
 
 	p.paymentMethod, _ = single(form, "payment_method")
 	p.expandCharge = expands(form, "latest_charge")
@@ -72,11 +89,9 @@ func parseCreateParams(form url.Values) (createParams, *errorObject) {
 		return p, missingParam("payment_method")
 	}
 
-	md, perr := metadataParam(form)
-	if perr != nil {
+	if p.metadata, perr = metadataParam(form); perr != nil {
 		return p, perr
 	}
-	p.metadata = md
 	return p, nil
 }
 
@@ -104,17 +119,29 @@ func boolParam(form url.Values, key string) (val, ok bool) {
 	return false, false
 }
 
-// isThreeLetters reports whether s is exactly three ASCII letters.
-func isThreeLetters(s string) bool {
-	if len(s) != 3 {
-		return false
-	}
-	for _, c := range s {
-		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
-			return false
+// unknownParam is Stripe's refusal of the first parameter (in sorted
+// order) whose name, up to its first '[', is not among known: a 400
+// invalid_request_error with code parameter_unknown naming it. Nil if all
+// are known.
+func unknownParam(form url.Values, known []string) *errorObject {
+	for _, key := range slices.Sorted(maps.Keys(form)) {
+		name, _, _ := strings.Cut(key, "[")
+		if !slices.Contains(known, name) {
+			return unknownParamError(name)
 		}
 	}
-	return true
+	return nil
+}
+
+// unknownParamError is Stripe's answer to a parameter it does not know.
+func unknownParamError(name string) *errorObject {
+	return &errorObject{
+		Type:    typeInvalidRequest,
+		Code:    "parameter_unknown",
+		Param:   name,
+		DocURL:  "https://stripe.com/docs/error-codes/parameter-unknown",
+		Message: "Received unknown parameter: " + name,
+	}
 }
 
 // metadataParam collects metadata[KEY]=VALUE parameters. An empty value

@@ -16,6 +16,10 @@ const (
 	StatusRequiresConfirmation = "requires_confirmation"
 	// StatusSucceeded: confirmed and charged.
 	StatusSucceeded = "succeeded"
+	// StatusProcessing: confirmed, the charge not settled yet, as Stripe
+	// shows asynchronous payment methods. Only pm_card_processing stays
+	// here, until SetPaymentIntentStatus moves it on.
+	StatusProcessing = "processing"
 )
 
 // PaymentIntent is a snapshot of one emulated PaymentIntent.
@@ -49,7 +53,8 @@ type PaymentIntent struct {
 	AmountRefunded int64 `json:"amount_refunded"`
 	// ClientSecret is Stripe's client secret.
 	ClientSecret string `json:"client_secret"`
-	// DeclineCode is set when the confirmation was declined.
+	// DeclineCode is set when the confirmation was declined, or a
+	// processing PaymentIntent failed (SetPaymentIntentStatus).
 	DeclineCode string `json:"decline_code,omitempty"`
 	// IdempotencyKey is the key of the request that created it, if any.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
@@ -60,6 +65,13 @@ type PaymentIntent struct {
 type storedIntent struct {
 	PaymentIntent
 	createdAt time.Time
+	disputed  bool // its charge has a dispute (OpenDispute)
+}
+
+// wireExpanded renders the PaymentIntent, with its latest charge expanded
+// if expand is set.
+func (rec storedIntent) wireExpanded(expand bool) *paymentIntentJSON {
+	return rec.wireWith(expand, rec.disputed)
 }
 
 // testCard describes how a Stripe test payment method behaves.
@@ -67,8 +79,8 @@ type testCard struct {
 	brand       string
 	last4       string
 	declineCode string // empty: the charge succeeds
-	message     string
 	refunds     string // how its refunds start: "" (succeeded), RefundPending or RefundFailed
+	processing  bool   // the PaymentIntent stays processing (pm_card_processing)
 }
 
 // testCards are the payment method ids the emulator knows.
@@ -76,14 +88,18 @@ var testCards = map[string]testCard{
 	"pm_card_visa":                            {brand: "visa", last4: "4242"},
 	"pm_card_mastercard":                      {brand: "mastercard", last4: "4444"},
 	"pm_card_amex":                            {brand: "amex", last4: "8431"},
-	"pm_card_chargeDeclined":                  {brand: "visa", last4: "0002", declineCode: "generic_decline", message: "Your card was declined."},
-	"pm_card_chargeDeclinedInsufficientFunds": {brand: "visa", last4: "9995", declineCode: "insufficient_funds", message: "Your card has insufficient funds."},
-	"pm_card_chargeDeclinedLostCard":          {brand: "visa", last4: "9987", declineCode: "lost_card", message: "Your card was declined."},
-	"pm_card_chargeDeclinedStolenCard":        {brand: "visa", last4: "9979", declineCode: "stolen_card", message: "Your card was declined."},
+	"pm_card_chargeDeclined":                  {brand: "visa", last4: "0002", declineCode: "generic_decline"},
+	"pm_card_chargeDeclinedInsufficientFunds": {brand: "visa", last4: "9995", declineCode: "insufficient_funds"},
+	"pm_card_chargeDeclinedLostCard":          {brand: "visa", last4: "9987", declineCode: "lost_card"},
+	"pm_card_chargeDeclinedStolenCard":        {brand: "visa", last4: "9979", declineCode: "stolen_card"},
 	// Stripe's refund test cards: the charge succeeds; a refund starts
 	// pending, or fails after answering succeeded (see RefundOutcome).
 	"pm_card_pendingRefund": {brand: "visa", last4: "7726", refunds: RefundPending},
 	"pm_card_refundFail":    {brand: "visa", last4: "5126", refunds: RefundFailed},
+	// The emulator's own, not Stripe's (Stripe's cards settle at once): the
+	// PaymentIntent stays processing, as with an asynchronous payment
+	// method, until SetPaymentIntentStatus moves it on.
+	"pm_card_processing": {brand: "visa", last4: "4242", processing: true},
 }
 
 // paymentIntentJSON is the Stripe wire form of a PaymentIntent.
@@ -110,11 +126,15 @@ type paymentIntentJSON struct {
 
 // paymentMethodJSON is the Stripe wire form of a (card) PaymentMethod.
 type paymentMethodJSON struct {
-	ID       string   `json:"id"`
-	Object   string   `json:"object"`
-	Type     string   `json:"type"`
-	Livemode bool     `json:"livemode"`
-	Card     cardJSON `json:"card"`
+	ID             string             `json:"id"`
+	Object         string             `json:"object"`
+	BillingDetails billingDetailsJSON `json:"billing_details"`
+	Card           cardJSON           `json:"card"`
+	Created        int64              `json:"created"`
+	Customer       *string            `json:"customer"`
+	Livemode       bool               `json:"livemode"`
+	Metadata       map[string]string  `json:"metadata"`
+	Type           string             `json:"type"`
 }
 
 // cardJSON is the card hash of a PaymentMethod.
@@ -174,18 +194,21 @@ func (pi PaymentIntent) wire() *paymentIntentJSON {
 			DeclineCode:   pi.DeclineCode,
 			Charge:        pi.LatestCharge,
 			DocURL:        "https://stripe.com/docs/error-codes/card-declined",
-			Message:       card.message,
-			PaymentMethod: paymentMethodWire(pi.PaymentMethod, card, pi.Created.Year()+3),
+			Message:       declineMessage(pi.DeclineCode),
+			PaymentMethod: paymentMethodWire(pi.PaymentMethod, card, pi.Created),
 		}
 	}
 	return j
 }
 
-// paymentMethodWire renders a test payment method.
-func paymentMethodWire(id string, c testCard, expYear int) *paymentMethodJSON {
+// paymentMethodWire renders a test payment method as used by a
+// PaymentIntent created at created: made then, its card expiring in three
+// years.
+func paymentMethodWire(id string, c testCard, created time.Time) *paymentMethodJSON {
 	return &paymentMethodJSON{
-		ID: id, Object: "payment_method", Type: "card",
-		Card: cardJSON{Brand: c.brand, Last4: c.last4, ExpMonth: 12, ExpYear: expYear, Funding: "credit"},
+		ID: id, Object: "payment_method", BillingDetails: noBillingDetails(),
+		Card:    cardJSON{Brand: c.brand, Last4: c.last4, ExpMonth: 12, ExpYear: created.Year() + 3, Funding: "credit"},
+		Created: created.Unix(), Metadata: map[string]string{}, Type: "card",
 	}
 }
 
@@ -228,6 +251,9 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 		pi.Status = StatusRequiresPaymentMethod
 	case !p.confirm:
 		pi.Status = StatusRequiresConfirmation
+	case card.processing:
+		pi.Status = StatusProcessing
+		pi.LatestCharge = "ch_" + randomID(24)
 	case card.declineCode == "":
 		pi.Status = StatusSucceeded
 		pi.AmountReceived = p.amount
@@ -257,7 +283,7 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 	s.mu.Unlock()
 
 	if pi.DeclineCode == "" {
-		return http.StatusOK, marshalWire(pi.wireExpanded(p.expandCharge))
+		return http.StatusOK, marshalWire(pi.wireWith(p.expandCharge, false))
 	}
 	wire := pi.wire()
 	e := *wire.LastPaymentError
@@ -273,9 +299,9 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request, _ string
 	s.mu.Lock()
 	s.stats.Retrieves++
 	idx, ok := s.byID[id]
-	var pi PaymentIntent
+	var rec storedIntent
 	if ok {
-		pi = s.intents[idx].PaymentIntent
+		rec = s.intents[idx]
 	} else {
 		s.stats.InvalidRequests++
 	}
@@ -291,7 +317,7 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request, _ string
 		})
 		return
 	}
-	writeJSON(w, http.StatusOK, marshalWire(pi.wireExpanded(expands(r.URL.Query(), "latest_charge"))))
+	writeJSON(w, http.StatusOK, marshalWire(rec.wireExpanded(expands(r.URL.Query(), "latest_charge"))))
 }
 
 // PaymentIntents returns a snapshot of all PaymentIntents in creation order.
@@ -300,9 +326,13 @@ func (s *Server) PaymentIntents() []PaymentIntent {
 	defer s.mu.Unlock()
 	out := make([]PaymentIntent, len(s.intents))
 	for i, rec := range s.intents {
-		pi := rec.PaymentIntent
-		pi.Metadata = maps.Clone(pi.Metadata)
-		out[i] = pi
+		out[i] = rec.snapshot()
 	}
 	return out
+}
+
+// snapshot returns a copy of pi that shares nothing with it.
+func (pi PaymentIntent) snapshot() PaymentIntent {
+	pi.Metadata = maps.Clone(pi.Metadata)
+	return pi
 }

@@ -121,9 +121,10 @@ func (s *Server) SetRefundStatus(refundID, status, failureReason string) (Refund
 		s.failRefund(i, failureReason)
 		s.stats.RefundStatusChanges++
 	default: // pending -> succeeded; the amount stays reserved
+		before := rf.wire()
 		rf.Status = status
 		s.stats.RefundStatusChanges++
-		s.emitRefundLocked("refund.updated", i, eventRequest{})
+		s.emitRefundUpdatedLocked(i, before)
 	}
 	return rf.snapshot(), nil
 }

@@ -15,10 +15,17 @@ const (
 	RefundReasonRequestedByCustomer = "requested_by_customer"
 )
 
+// refundParamNames are the parameters Stripe's POST /v1/refunds knows at
+// API version 2024-06-20; any other is refused (unknownParam).
+var refundParamNames = []string{
+	"amount", "charge", "currency", "customer", "expand", "instructions_email", "metadata", "origin",
+	"payment_intent", "reason", "refund_application_fee", "reverse_transfer",
+}
+
 // refundParams are the parameters of POST /v1/refunds the emulator
-// understands; all others (currency, instructions_email, origin,
-// refund_application_fee, reverse_transfer, expand, ...) are accepted and
-// ignored.
+// understands; the others Stripe knows (customer, instructions_email,
+// origin, refund_application_fee, reverse_transfer, expand) are accepted
+// and ignored, and currency is only checked to be one Stripe supports.
 type refundParams struct {
 	paymentIntent string
 	charge        string
@@ -33,6 +40,9 @@ type refundParams struct {
 // refundable are decided by the execution.
 func parseRefundParams(form url.Values) (refundParams, *errorObject) {
 	var p refundParams
+	if perr := unknownParam(form, refundParamNames); perr != nil {
+		return p, perr
+	}
 	p.paymentIntent, _ = single(form, "payment_intent")
 	p.charge, _ = single(form, "charge")
 	if p.paymentIntent == "" && p.charge == "" {
@@ -48,6 +58,12 @@ func parseRefundParams(form url.Values) (refundParams, *errorObject) {
 			return p, invalidParam("amount", "parameter_invalid_integer", "Invalid positive integer")
 		}
 		p.amount = amount
+	}
+
+	if c, _ := single(form, "currency"); c != "" {
+		if _, perr := currencyParam("currency", c); perr != nil {
+			return p, perr
+		}
 	}
 
 	switch reason, _ := single(form, "reason"); reason {

@@ -274,6 +274,7 @@ func noSuch(object, param, id string) *errorObject {
 // The caller holds s.mu and has checked that the refund is not failed yet.
 func (s *Server) failRefund(i int, reason string) {
 	rf := &s.refunds[i]
+	before := rf.wire()
 	if reason == "" {
 		reason = RefundFailureExpiredOrCanceledCard
 	}
@@ -282,7 +283,7 @@ func (s *Server) failRefund(i int, reason string) {
 	rf.failureTransaction = "txn_" + randomID(24)
 	s.intents[rf.intent].AmountRefunded -= rf.Amount
 	s.stats.RefundsFailed++
-	s.emitRefundLocked("refund.updated", i, eventRequest{})
+	s.emitRefundUpdatedLocked(i, before)
 }
 
 // handleRefundRetrieve answers GET /v1/refunds/{id}; strongly consistent.

@@ -270,8 +270,9 @@ func TestRefundValidationErrorsAreNotSaved(t *testing.T) {
 	require.Empty(t, e.fake.Refunds())
 	require.EqualValues(t, 0, e.fake.Stats().RefundsRefused)
 
-	// The key was never saved: a valid request with it executes. Unknown
-	// parameters are ignored, and every documented reason is accepted.
+	// The key was never saved: a valid request with it executes. Parameters
+	// Stripe knows but the emulator does not model (reverse_transfer) are
+	// accepted and ignored, and every documented reason is accepted.
 	for i, reason := range []string{"duplicate", "fraudulent", "requested_by_customer"} {
 		form := url.Values{"payment_intent": {pi.ID}, "amount": {"100"}, "reason": {reason}, "reverse_transfer": {"false"}}
 		h := hdr

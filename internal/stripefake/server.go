@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,8 +27,9 @@ type Options struct {
 	// Zero means 24 hours, like Stripe.
 	IdempotencyTTL time.Duration
 	// Now returns the current time. Nil means time.Now. It stamps creation
-	// times, idempotency expiry and search lag. It is called with the
-	// server's lock held, so it must not call the Server.
+	// times, idempotency expiry, search lag and events. It is called with
+	// the server's lock held, so it must not call the Server. Server.Advance
+	// moves the server's clock on from it (see clock.go).
 	Now func() time.Time
 	// SearchLag is how long a new PaymentIntent stays invisible to search,
 	// like Stripe's search index, which lags writes (Stripe documents under
@@ -62,10 +64,12 @@ type Options struct {
 // concurrent use. Create it with New.
 type Server struct {
 	log zerolog.Logger
-	now func() time.Time
-	ttl time.Duration
-	lag time.Duration
-	mux *http.ServeMux
+	// base is Options.Now; the server's clock (now) adds skew to it.
+	base func() time.Time
+	skew atomic.Int64 // nanoseconds Advance moved the clock on
+	ttl  time.Duration
+	lag  time.Duration
+	mux  *http.ServeMux
 
 	mu         sync.Mutex
 	rng        *rand.Rand
@@ -98,7 +102,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		log:        opts.Logger,
-		now:        opts.Now,
+		base:       opts.Now,
 		ttl:        opts.IdempotencyTTL,
 		lag:        max(opts.SearchLag, 0),
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
@@ -111,8 +115,8 @@ func New(opts Options) *Server {
 		hookRng:    rand.New(rand.NewPCG(seed^0x5851f42d4c957f2d, seed)),
 		disputed:   make(map[string]int),
 	}
-	if s.now == nil {
-		s.now = time.Now
+	if s.base == nil {
+		s.base = time.Now
 	}
 	if s.ttl <= 0 {
 		s.ttl = defaultIdempotencyTTL
@@ -132,6 +136,7 @@ func New(opts Options) *Server {
 	mux.HandleFunc("GET /_fake/refunds", s.handleAdminRefunds)
 	mux.HandleFunc("POST /_fake/refunds/{id}/status", s.handleAdminRefundStatus)
 	mux.HandleFunc("POST /_fake/payment_intents/{id}/refund_outcome", s.handleAdminRefundOutcome)
+	mux.HandleFunc("POST /_fake/payment_intents/{id}/status", s.handleAdminPaymentIntentStatus)
 	mux.HandleFunc("GET /_fake/events", s.handleAdminEvents)
 	mux.HandleFunc("GET /_fake/disputes", s.handleAdminDisputes)
 	mux.HandleFunc("POST /_fake/disputes", s.handleAdminDisputeCreate)

@@ -8,14 +8,18 @@ import (
 )
 
 // Webhooks. With Options.WebhookURL the emulator makes a Stripe event for
-// every state change it makes, at the time of the change (by the
-// Options.Now clock, under the lock that makes the change):
+// every state change it makes, at the time of the change (by the server's
+// clock, see clock.go, under the lock that makes the change):
 //
 //   - a PaymentIntent created: payment_intent.created, then
-//     payment_intent.succeeded or, for a decline, payment_intent.payment_failed;
+//     payment_intent.succeeded or, for a decline, payment_intent.payment_failed,
+//     or for pm_card_processing payment_intent.processing;
+//   - a processing PaymentIntent moved on (SetPaymentIntentStatus):
+//     payment_intent.succeeded or payment_intent.payment_failed;
 //   - a refund created: refund.created (with the status its create answer
 //     shows), and refund.updated for every later change of its status
-//     (SetRefundStatus, or a refund of pm_card_refundFail failing);
+//     (SetRefundStatus, or a refund of pm_card_refundFail failing), with
+//     data.previous_attributes (see previous.go);
 //   - a dispute opened (OpenDispute): charge.dispute.created.
 //
 // The event is Stripe's: {"id":"evt_...","object":"event","api_version":...,
@@ -98,9 +102,11 @@ type eventJSON struct {
 	Type            string       `json:"type"`
 }
 
-// eventData holds the object of an event.
+// eventData holds the object of an event and, for *.updated events, the
+// previous values of the attributes that changed (see previousAttributes).
 type eventData struct {
-	Object any `json:"object"`
+	Object             any            `json:"object"`
+	PreviousAttributes map[string]any `json:"previous_attributes,omitempty"`
 }
 
 // eventRequest names the API request that caused an event; both are null
@@ -185,9 +191,24 @@ func (s *Server) emitIntentLocked(pi PaymentIntent, reqID, idempotencyKey string
 	switch {
 	case pi.Status == StatusSucceeded:
 		s.emitLocked("payment_intent.succeeded", pi.ID, pi.wire(), req)
+	case pi.Status == StatusProcessing:
+		s.emitLocked("payment_intent.processing", pi.ID, pi.wire(), req)
 	case pi.DeclineCode != "":
 		s.emitLocked("payment_intent.payment_failed", pi.ID, pi.wire(), req)
 	}
+}
+
+// emitRefundUpdatedLocked makes the refund.updated event of refund i, which
+// was before (its wire form) until the change just made. The caller holds
+// s.mu.
+func (s *Server) emitRefundUpdatedLocked(i int, before *refundJSON) {
+	if s.hooks == nil {
+		return
+	}
+	rf := s.refunds[i]
+	after := rf.wire()
+	data := eventData{Object: after, PreviousAttributes: previousAttributes(before, after)}
+	s.emitDataLocked("refund.updated", rf.ID, data, eventRequest{})
 }
 
 // emitRefundLocked makes an event of type typ about refund i (its state
@@ -204,6 +225,12 @@ func (s *Server) emitRefundLocked(typ string, i int, req eventRequest) {
 // id is objectID), records it and queues it for delivery. The caller holds
 // s.mu. Without webhooks it does nothing.
 func (s *Server) emitLocked(typ, objectID string, object any, req eventRequest) {
+	s.emitDataLocked(typ, objectID, eventData{Object: object}, req)
+}
+
+// emitDataLocked is emitLocked with the event's whole data. The caller holds
+// s.mu.
+func (s *Server) emitDataLocked(typ, objectID string, data eventData, req eventRequest) {
 	h := s.hooks
 	if h == nil {
 		return
@@ -212,7 +239,7 @@ func (s *Server) emitLocked(typ, objectID string, object any, req eventRequest) 
 	id := "evt_" + randomID(24)
 	payload := marshalWire(eventJSON{
 		ID: id, Object: "event", APIVersion: stripe.APIVersion, Created: now.Unix(),
-		Data: eventData{Object: object}, PendingWebhooks: 1, Request: req, Type: typ,
+		Data: data, PendingWebhooks: 1, Request: req, Type: typ,
 	})
 	plan := s.drawWebhookPlanLocked()
 	ev := &Event{
