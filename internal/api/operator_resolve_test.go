@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v79"
 
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
@@ -30,4 +31,41 @@ func TestOperatorNotChargedWaitsOutACreateStillExecuting(t *testing.T) {
 	require.ErrorIs(t, err, payments.ErrResolutionRefused)
 	require.Contains(t, err.Error(), "still executing")
 	requireProblem(t, svc.PostPayment(t, apiKey, "just-sent", visa), http.StatusServiceUnavailable, "needs-attention")
+}
+
+// Defect: "not charged" was refused only for a PaymentIntent that had
+// succeeded. One still processing passed; it succeeded afterwards, and the
+// client, told "not charged", paid again under a new key. Now the operator
+// is refused while any PaymentIntent of the intent may still charge, and
+// Stripe's word settles the key when it comes.
+func TestOperatorNotChargedRefusedWhileAPaymentIntentProcesses(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+	requireProblem(t, svc.PostPayment(t, apiKey, "slow", visa), http.StatusServiceUnavailable, "needs-attention")
+	// What the key had in fact sent: a charge that settles later.
+	params := &stripe.PaymentIntentParams{
+		Amount: stripe.Int64(2000), Currency: stripe.String("usd"),
+		PaymentMethod: stripe.String("pm_card_processing"), Confirm: stripe.Bool(true),
+	}
+	for k, v := range intentOf(t, svc, userID, "slow").Metadata() {
+		params.AddMetadata(k, v)
+	}
+	pi, err := stripeClient(em).PaymentIntents.New(params)
+	require.NoError(t, err)
+	require.Equal(t, stripe.PaymentIntentStatusProcessing, pi.Status)
+
+	_, err = svc.App.Resolver.NotCharged(context.Background(), keyID(t, svc, "slow"))
+	require.ErrorIs(t, err, payments.ErrResolutionRefused)
+	require.Contains(t, err.Error(), "processing")
+
+	_, err = em.SetPaymentIntentStatus(pi.ID, stripefake.StatusSucceeded, "")
+	require.NoError(t, err)
+	_, payload := event("payment_intent.succeeded", stripeObject(t, svc, "/v1/payment_intents/"+pi.ID), time.Now())
+	require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+	resp := svc.PostPayment(t, apiKey, "slow", visa)
+	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, pi.ID, *decode[payment](t, resp).StripePaymentIntentID)
 }
