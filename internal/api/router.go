@@ -31,6 +31,9 @@ type Config struct {
 	// Webhooks, when set, serves POST /webhooks/stripe (no bearer auth:
 	// Stripe's signature authenticates it).
 	Webhooks *webhooks.Handler
+	// Alive, when set, says why the store cannot commit (nil when it can):
+	// /readyz answers 503 store-unavailable while it does.
+	Alive func() error
 }
 
 // Server holds what the handlers share.

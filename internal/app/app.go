@@ -80,6 +80,7 @@ type App struct {
 	serving        chan struct{}
 	engineCfg      phases.Config
 	flows          []phases.Flow
+	alive          *liveness
 }
 
 // New wires the service over pool.
@@ -157,10 +158,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 			Observe:  func(eventType, outcome string) { m.WebhookEvents.WithLabelValues(eventType, outcome).Inc() },
 		}
 	}
+	alive := &liveness{deadAfter: engineCfg.DeadAfter}
 	server, err := api.NewServer(pool, engine, m, opts.Logger, api.Config{
 		RequestTimeout: opts.RequestTimeout,
 		AuthCacheTTL:   opts.AuthCacheTTL,
 		Webhooks:       hooks,
+		Alive:          alive.check,
 	}, endpoints...)
 	if err != nil {
 		return nil, err
@@ -179,6 +182,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 		Resolver:       &payments.Resolver{Engine: engine, Charger: charger, Namespace: namespace, Receipt: receipt},
 		RefundResolver: &refunds.Resolver{Engine: engine, Refunder: refunder, Namespace: namespace},
 		opts:           opts,
+		alive:          alive,
 	}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 )
 
@@ -87,6 +88,7 @@ func (a *App) register(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("error registering instance: %w", err)
 	}
+	a.alive.beat()
 	return nil
 }
 
@@ -101,13 +103,19 @@ func (a *App) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		n, err := dbsqlc.New().InstanceHeartbeat(ctx, a.Pool, a.InstanceID)
+		// Bounded like any transaction: a commit that cannot finish must
+		// not stop the heartbeats that follow it.
+		beatCtx, cancel := context.WithTimeout(ctx, db.TxTimeout)
+		n, err := dbsqlc.New().InstanceHeartbeat(beatCtx, a.Pool, a.InstanceID)
 		switch {
 		case err != nil:
 			a.opts.Logger.Warn().Err(err).Msg("heartbeat failed")
 		case n == 0:
-			_ = a.register(ctx)
+			_ = a.register(beatCtx)
+		default:
+			a.alive.beat()
 		}
+		cancel()
 	}
 }
 

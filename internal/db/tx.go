@@ -20,6 +20,17 @@ type Beginner interface {
 // aborted for a serialization failure or a deadlock.
 const maxTxAttempts = 5
 
+// TxTimeout bounds one attempt of a transaction, its commit included. The
+// service's transactions are a few short statements, so anything longer is
+// a store that cannot answer: a lock held for ever, a primary that died
+// without closing its connections, or a commit waiting for a synchronous
+// standby that is gone (Postgres puts no bound on that wait). The caller
+// gets an error that IsUnavailable recognises, and answers 503
+// store-unavailable. A commit cut short this way may still have committed
+// locally: the engine's writes are fenced and idempotent, so a retry reads
+// whatever did commit.
+const TxTimeout = 5 * time.Second
+
 // WithTx runs fn in a transaction and commits it, retrying the whole
 // transaction when Postgres aborts it with a serialization failure (40001) or a
 // deadlock (40P01): those are the server's to retry, never the client's. fn
@@ -54,6 +65,8 @@ func WithTxV[T any](ctx context.Context, db Beginner, fn func(ctx context.Contex
 
 func withTxOnce[T any](ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
 	var zero T
+	ctx, cancel := context.WithTimeout(ctx, TxTimeout)
+	defer cancel()
 	var tx pgx.Tx
 	if pool, ok := db.(*pgxpool.Pool); ok {
 		tx = &lazyTx{pool: pool}

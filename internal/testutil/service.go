@@ -55,6 +55,9 @@ type ServiceOptions struct {
 	// StaleAt is the time leases are judged stale at (nil: the database's
 	// now()), so a test takes a lease over without sleeping it out.
 	StaleAt func() time.Time
+	// HeartbeatInterval is how often the instance heartbeats (zero: the
+	// service's default).
+	HeartbeatInterval time.Duration
 }
 
 // Emulator is a Stripe emulator served over HTTP for tests.
@@ -150,6 +153,8 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 		Workers:        opts.Workers,
 		WebhookSecret:  opts.WebhookSecret,
 		StaleAt:        opts.StaleAt,
+
+		HeartbeatInterval: opts.HeartbeatInterval,
 	})
 	if err != nil {
 		t.Fatalf("error assembling service: %v", err)
