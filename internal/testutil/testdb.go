@@ -31,11 +31,13 @@ import (
 
 // AdminURL is the Postgres server the tests use: TEST_DATABASE_URL, else
 // DATABASE_URL. `make test` always sets one (starting a throwaway cluster
-// when the environment has none).
+// when the environment has none). TEST_QUERY_EXEC_MODE, when set, goes
+// into the URL (see withQueryExecMode), so every pool and every process a
+// test opens from it runs in that mode.
 func AdminURL(t testing.TB) string {
 	for _, name := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
 		if url := os.Getenv(name); url != "" {
-			return url
+			return withQueryExecMode(t, url)
 		}
 	}
 	t.Fatal("set TEST_DATABASE_URL or DATABASE_URL to a Postgres server the tests may create databases on (`make test` does)")
@@ -94,6 +96,22 @@ func urlWithDatabase(t testing.TB, raw, name string) string {
 // commit (as phases do) run in parallel without seeing each other.
 func NewDB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
+	return newDB(t, nil)
+}
+
+// NewDBInMode is NewDB with the pool sending its statements in mode, as a
+// pool behind PgBouncer in transaction pooling mode must
+// (pgx.QueryExecModeExec or pgx.QueryExecModeSimpleProtocol): whatever
+// TEST_QUERY_EXEC_MODE or the URL says.
+func NewDBInMode(t testing.TB, mode pgx.QueryExecMode) *pgxpool.Pool {
+	t.Helper()
+	return newDB(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
+}
+
+// newDB is NewDB, with configure (when not nil) applied to the pool's
+// configuration.
+func newDB(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
 	ctx := context.Background()
 	admin := AdminURL(t)
 	templateOnce.Do(func() { templateName, templateErr = ensureTemplate(ctx, admin) })
@@ -115,7 +133,11 @@ func NewDB(t testing.TB) *pgxpool.Pool {
 		}
 	})
 
-	pool, err := db.ConnectConfig(ctx, PoolConfig(t, admin, name))
+	cfg := PoolConfig(t, admin, name)
+	if configure != nil {
+		configure(cfg)
+	}
+	pool, err := db.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("error connecting to test database: %v", err)
 	}
