@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,7 +43,7 @@ WHERE id = $4
 
 type IdempotencyKeyFinishFromOutsideParams struct {
 	ResponseCode    *int32
-	ResponseHeaders []byte
+	ResponseHeaders json.RawMessage
 	ResponseBody    []byte
 	ID              int64
 }
@@ -79,7 +80,7 @@ WHERE id = $4
 
 type IdempotencyKeyFinishSettledParams struct {
 	ResponseCode    *int32
-	ResponseHeaders []byte
+	ResponseHeaders json.RawMessage
 	ResponseBody    []byte
 	ID              int64
 }
