@@ -149,3 +149,10 @@ type User struct {
 	ApiKeyHash []byte
 	CreatedAt  time.Time
 }
+
+type WorkerLease struct {
+	Name      string
+	Holder    uuid.UUID
+	TakenAt   time.Time
+	ExpiresAt time.Time
+}
