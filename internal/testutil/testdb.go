@@ -105,7 +105,14 @@ func NewDB(t testing.TB) *pgxpool.Pool {
 // TEST_QUERY_EXEC_MODE or the URL says.
 func NewDBInMode(t testing.TB, mode pgx.QueryExecMode) *pgxpool.Pool {
 	t.Helper()
-	return newDB(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
+	return NewDBWith(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
+}
+
+// NewDBWith is NewDB, with configure (when not nil) applied to the pool's
+// configuration before the pool opens: a query exec mode, a tracer.
+func NewDBWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	return newDB(t, configure)
 }
 
 // newDB is NewDB, with configure (when not nil) applied to the pool's
