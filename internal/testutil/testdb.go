@@ -92,11 +92,12 @@ func urlWithDatabase(t testing.TB, raw, name string) string {
 }
 
 // NewDB returns a pool on a fresh database cloned from a migrated template,
-// dropped when the test ends. Each test owns its database, so tests that
+// dropped when the test ends, through TEST_POOLER_URL's pooler when it is
+// set. Each test owns its database, so tests that
 // commit (as phases do) run in parallel without seeing each other.
 func NewDB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	return newDB(t, nil)
+	return newDB(t, false, nil)
 }
 
 // NewDBInMode is NewDB with the pool sending its statements in mode, as a
@@ -112,12 +113,20 @@ func NewDBInMode(t testing.TB, mode pgx.QueryExecMode) *pgxpool.Pool {
 // configuration before the pool opens: a query exec mode, a tracer.
 func NewDBWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
-	return newDB(t, configure)
+	return newDB(t, false, configure)
 }
 
-// newDB is NewDB, with configure (when not nil) applied to the pool's
-// configuration.
-func newDB(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+// NewDirectDBWith is NewDBWith connected to the server itself, never
+// through TEST_POOLER_URL: for a test of what only a direct connection
+// can do (LISTEN, pgx's cache_statement mode).
+func NewDirectDBWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	return newDB(t, true, configure)
+}
+
+// newDB is NewDB, direct or through TEST_POOLER_URL's pooler when it is
+// set, with configure (when not nil) applied to the pool's configuration.
+func newDB(t testing.TB, direct bool, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	ctx := context.Background()
 	admin := AdminURL(t)
@@ -140,7 +149,11 @@ func newDB(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 		}
 	})
 
-	cfg := PoolConfig(t, admin, name)
+	server := admin
+	if !direct {
+		server = poolServerURL(t, admin)
+	}
+	cfg := PoolConfig(t, server, name)
 	if configure != nil {
 		configure(cfg)
 	}

@@ -60,10 +60,17 @@ func TestRiverPollsWhenThePoolIsTransactionPooled(t *testing.T) {
 		t.Run(tc.mode.String(), func(t *testing.T) {
 			t.Parallel()
 			traced := &listens{}
-			pool := testutil.NewDBWith(t, func(cfg *pgxpool.Config) {
+			configure := func(cfg *pgxpool.Config) {
 				cfg.ConnConfig.DefaultQueryExecMode = tc.mode
 				cfg.ConnConfig.Tracer = traced
-			})
+			}
+			// The default mode prepares statements, which no
+			// transaction pooler (TEST_POOLER_URL) keeps.
+			newDB := testutil.NewDBWith
+			if tc.mode == pgx.QueryExecModeCacheStatement {
+				newDB = testutil.NewDirectDBWith
+			}
+			pool := newDB(t, configure)
 			require.Equal(t, tc.pollOnly, workers.PollOnly(pool, workers.Config{}))
 			paymentID := legacyReceiptJob(t, pool)
 
