@@ -3,6 +3,8 @@
 #   make run      a local Postgres and the Stripe emulator when none is
 #                 configured, migrations, a demo user, and the API
 #   make test     the whole suite against real Postgres
+#   make test-pgbouncer  the API, workers and webhooks tests through
+#                 PgBouncer in transaction pooling mode, in exec mode
 #   make bench    the service against the bare service and Postgres's own
 #                 ceiling; report in .tmp/bench/ (BENCH_WRITE=1: BENCHMARKS.md
 #                 and docs/bench.svg; BENCH_PROFILE=1: with Go profiles)
@@ -23,7 +25,7 @@ SHELL := bash
 GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 
-.PHONY: build run test generate check-generated lint lint-openapi walk fuzz bench bench-fill bench-go chaos chaos-failover clean
+.PHONY: build run test test-pgbouncer generate check-generated lint lint-openapi walk fuzz bench bench-fill bench-go chaos chaos-failover clean
 
 # The commit goes in by -ldflags too: Go's own VCS stamping is off wherever
 # GOFLAGS carries -buildvcs=false, as on some CI machines.
@@ -39,6 +41,14 @@ run: build
 # the tests.
 test:
 	GO=$(GO) scripts/test.sh
+
+# Behind PgBouncer 1.18 in transaction pooling mode (scripts/pgbouncer.sh,
+# which installs Debian's package when missing), every test database's pool
+# in pgx's exec mode, as a deployment behind a pooler runs (the README's
+# "Behind PgBouncer"); the databases are made and dropped directly.
+test-pgbouncer:
+	scripts/with-postgres.sh bash -c 'scripts/pgbouncer.sh run "$$TEST_DATABASE_URL" \
+	  $(GO) test -count=1 ./internal/api/... ./internal/workers/... ./internal/webhooks/...'
 
 generate:
 	$(SQLC) generate

@@ -56,7 +56,8 @@ func serveCmd(ctx context.Context, args []string, log zerolog.Logger) error {
 		return fmt.Errorf("error listening on %s: %w", cfg.Addr, err)
 	}
 	log.Info().Str("addr", ln.Addr().String()).Str("instance_id", a.InstanceID.String()).
-		Bool("stripe_emulator", cfg.StripeAPIBase != "").Dur("lock_timeout", cfg.LockTimeout).Msg("serving")
+		Bool("stripe_emulator", cfg.StripeAPIBase != "").Dur("lock_timeout", cfg.LockTimeout).
+		Bool("river_poll_only", workers.PollOnly(pool, workers.Config{PollOnly: cfg.PollOnly})).Msg("serving")
 	return a.Run(ctx, ln)
 }
 
@@ -79,6 +80,7 @@ func appOptions(cfg *config.Config, log zerolog.Logger) app.Options {
 		Workers: workers.Config{
 			Completer: workers.CompleterConfig{Interval: cfg.CompleterInterval},
 			Reaper:    workers.ReaperConfig{Interval: cfg.ReaperInterval, Retention: cfg.KeyRetention},
+			PollOnly:  cfg.PollOnly,
 			// River's own logs (warnings and errors) in the service's shape.
 			RiverLog: slog.New(logging.NewSlogHandler(log, slog.LevelWarn)),
 		},

@@ -31,6 +31,9 @@ type Config struct {
 	ReaperInterval    time.Duration
 	HeartbeatInterval time.Duration
 	ShutdownGrace     time.Duration
+	// PollOnly makes River poll instead of LISTEN, as it does by itself
+	// when DATABASE_URL's query exec mode says transaction pooling.
+	PollOnly bool
 }
 
 // EmulatorSecretKey is the key used with STRIPE_API_BASE and no
@@ -58,6 +61,7 @@ func Load() (*Config, error) {
 	cfg.ReaperInterval = duration("PAYMENTSD_REAPER_INTERVAL", time.Minute, &errs)
 	cfg.HeartbeatInterval = duration("PAYMENTSD_HEARTBEAT_INTERVAL", 5*time.Second, &errs)
 	cfg.ShutdownGrace = duration("PAYMENTSD_SHUTDOWN_GRACE", 30*time.Second, &errs)
+	cfg.PollOnly = boolean("PAYMENTSD_POLL_ONLY", false, &errs)
 
 	if cfg.DatabaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL is required"))
@@ -111,4 +115,17 @@ func integer(name string, def int, errs *[]error) int {
 		return def
 	}
 	return n
+}
+
+func boolean(name string, def bool, errs *[]error) bool {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s must be 1 or 0 (true or false), got %q", name, v))
+		return def
+	}
+	return b
 }

@@ -20,6 +20,12 @@ func TestLoadDefaults(t *testing.T) {
 	require.Equal(t, 90*time.Second, cfg.LockTimeout)
 	require.Equal(t, "info", cfg.LogLevel)
 	require.Equal(t, config.EmulatorSecretKey, cfg.StripeSecretKey)
+	require.False(t, cfg.PollOnly)
+
+	t.Setenv("PAYMENTSD_POLL_ONLY", "1")
+	cfg, err = config.Load()
+	require.NoError(t, err)
+	require.True(t, cfg.PollOnly)
 }
 
 func TestLoadRefusesAnUnknownLogLevel(t *testing.T) {
@@ -41,9 +47,11 @@ func TestLoadNamesEveryMalformedVariable(t *testing.T) {
 	t.Setenv("STRIPE_SECRET_KEY", "")
 	t.Setenv("PAYMENTSD_LOCK_TIMEOUT", "soon")
 	t.Setenv("PAYMENTSD_RATE_LIMIT", "-1")
+	t.Setenv("PAYMENTSD_POLL_ONLY", "sometimes")
 	_, err := config.Load()
 	require.ErrorContains(t, err, "DATABASE_URL is required")
 	require.ErrorContains(t, err, "STRIPE_SECRET_KEY is required")
 	require.ErrorContains(t, err, `PAYMENTSD_LOCK_TIMEOUT must be a positive duration such as 90s, got "soon"`)
 	require.ErrorContains(t, err, "PAYMENTSD_RATE_LIMIT must not be negative")
+	require.ErrorContains(t, err, `PAYMENTSD_POLL_ONLY must be 1 or 0 (true or false), got "sometimes"`)
 }

@@ -164,7 +164,9 @@ func TestIsUnavailable(t *testing.T) {
 
 	t.Run("ConnectionTerminatedByTheServer", func(t *testing.T) {
 		t.Parallel()
-		b, ctx := setup(t)
+		// The pid of a client's connection names its server connection
+		// only without a pooler (TEST_POOLER_URL) between them.
+		b, ctx := &testBundle{pool: testutil.NewDirectDBWith(t, nil)}, context.Background()
 		conn, err := b.pool.Acquire(ctx)
 		require.NoError(t, err)
 		defer conn.Release()

@@ -31,11 +31,13 @@ import (
 
 // AdminURL is the Postgres server the tests use: TEST_DATABASE_URL, else
 // DATABASE_URL. `make test` always sets one (starting a throwaway cluster
-// when the environment has none).
+// when the environment has none). TEST_QUERY_EXEC_MODE, when set, goes
+// into the URL (see withQueryExecMode), so every pool and every process a
+// test opens from it runs in that mode.
 func AdminURL(t testing.TB) string {
 	for _, name := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
 		if url := os.Getenv(name); url != "" {
-			return url
+			return withQueryExecMode(t, url)
 		}
 	}
 	t.Fatal("set TEST_DATABASE_URL or DATABASE_URL to a Postgres server the tests may create databases on (`make test` does)")
@@ -90,9 +92,41 @@ func urlWithDatabase(t testing.TB, raw, name string) string {
 }
 
 // NewDB returns a pool on a fresh database cloned from a migrated template,
-// dropped when the test ends. Each test owns its database, so tests that
+// dropped when the test ends, through TEST_POOLER_URL's pooler when it is
+// set. Each test owns its database, so tests that
 // commit (as phases do) run in parallel without seeing each other.
 func NewDB(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return newDB(t, false, nil)
+}
+
+// NewDBInMode is NewDB with the pool sending its statements in mode, as a
+// pool behind PgBouncer in transaction pooling mode must
+// (pgx.QueryExecModeExec or pgx.QueryExecModeSimpleProtocol): whatever
+// TEST_QUERY_EXEC_MODE or the URL says.
+func NewDBInMode(t testing.TB, mode pgx.QueryExecMode) *pgxpool.Pool {
+	t.Helper()
+	return NewDBWith(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
+}
+
+// NewDBWith is NewDB, with configure (when not nil) applied to the pool's
+// configuration before the pool opens: a query exec mode, a tracer.
+func NewDBWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	return newDB(t, false, configure)
+}
+
+// NewDirectDBWith is NewDBWith connected to the server itself, never
+// through TEST_POOLER_URL: for a test of what only a direct connection
+// can do (LISTEN, pgx's cache_statement mode).
+func NewDirectDBWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	return newDB(t, true, configure)
+}
+
+// newDB is NewDB, direct or through TEST_POOLER_URL's pooler when it is
+// set, with configure (when not nil) applied to the pool's configuration.
+func newDB(t testing.TB, direct bool, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	ctx := context.Background()
 	admin := AdminURL(t)
@@ -115,7 +149,15 @@ func NewDB(t testing.TB) *pgxpool.Pool {
 		}
 	})
 
-	pool, err := db.ConnectConfig(ctx, PoolConfig(t, admin, name))
+	server := admin
+	if !direct {
+		server = poolServerURL(t, admin)
+	}
+	cfg := PoolConfig(t, server, name)
+	if configure != nil {
+		configure(cfg)
+	}
+	pool, err := db.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("error connecting to test database: %v", err)
 	}

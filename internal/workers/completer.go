@@ -57,6 +57,10 @@ type CompleterConfig struct {
 	// within it, the rest waits for the next run. Defaults to two key
 	// timeouts, and is never shorter than one plus the lease margin.
 	RunTimeout time.Duration
+	// RunLease is how long a run's worker lease lasts unless renewed (a
+	// third of it apart): how long a run that died holds the next one
+	// back. Defaults to DefaultRunLease.
+	RunLease time.Duration
 }
 
 func (c *CompleterConfig) setDefaults() {
@@ -78,17 +82,21 @@ func (c *CompleterConfig) setDefaults() {
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 5 * time.Minute
 	}
+	if c.RunLease <= 0 {
+		c.RunLease = DefaultRunLease
+	}
 }
 
 // CompleterWorker drives unfinished keys that no live run holds through the
 // same phase engine the API uses, so a payment whose client went away, or
 // whose server died mid-phase, finishes without the client.
 //
-// One run at a time across every process: a run holds a Postgres advisory
-// lock (completerLock), and another run waits for it. River inserts no
-// periodic job while one waits or runs (PeriodicInsertOpts), so runs do not
-// pile up either. The keys' own leases keep each key safe regardless; the
-// lock keeps runs from working the same keys at once.
+// One run at a time across every process: a run holds a worker lease (a
+// row of worker_leases, see runLeased), and another run waits for it.
+// River inserts no periodic job while one waits or runs
+// (PeriodicInsertOpts), so runs do not pile up either. The keys' own leases
+// keep each key safe regardless; the run's lease keeps runs from working
+// the same keys at once.
 type CompleterWorker struct {
 	river.WorkerDefaults[CompleterArgs]
 	Pool   *pgxpool.Pool
@@ -158,7 +166,7 @@ func (w *CompleterWorker) RunOnce(ctx context.Context) (int, error) {
 	w.Config.setDefaults()
 	ctx = w.Log.With().Str("job", CompleterArgs{}.Kind()).Logger().WithContext(ctx)
 	var tried int
-	err := runLocked(ctx, w.Pool, completerLock, func(ctx context.Context) error {
+	err := runLeased(ctx, w.Pool, completerLease, w.Config.RunLease, func(ctx context.Context) error {
 		var err error
 		tried, err = w.runBatch(ctx)
 		return err

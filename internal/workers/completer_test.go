@@ -109,13 +109,15 @@ func TestCompleterSurvivesAPanickingResume(t *testing.T) {
 
 func TestCompleterRunsOneAtATime(t *testing.T) {
 	t.Parallel()
-	const lease = 200 * time.Millisecond
+	// Long enough for a blocked resume to outlast the wait below within
+	// its key's lease.
+	const lease = time.Second
 	b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, "k1", "k2")
 	time.Sleep(lease + 50*time.Millisecond)
 	ctx := context.Background()
 
 	// Each run blocks inside its first resume until released; a second
-	// completer stands for another process (its own lock connection).
+	// completer stands for another process (its own lease holder).
 	var (
 		running, most atomic.Int32
 		started       = make(chan struct{}, 2)
@@ -143,18 +145,16 @@ func TestCompleterRunsOneAtATime(t *testing.T) {
 	}
 	<-started
 
-	// One run holds the lock and is inside a resume; the other waits for
-	// the lock and has not resumed anything.
-	lockState := func(granted bool) int {
+	// One run holds the lease and is inside a resume; the other waits for
+	// the lease and has not resumed anything.
+	leases := func() int {
 		var n int
-		require.NoError(t, b.svc.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
-			WHERE l.locktype = 'advisory' AND l.granted = $1 AND d.datname = current_database()
-			  AND (l.classid::bigint << 32 | l.objid::bigint) = $2`, granted, workers.CompleterLock).Scan(&n))
+		require.NoError(t, b.svc.Pool.QueryRow(ctx, "SELECT count(*) FROM worker_leases WHERE name = $1",
+			workers.CompleterLease).Scan(&n))
 		return n
 	}
-	// (The service's own completer, run once on start, may queue too.)
-	testutil.WaitForf(t, 5*time.Second, 10*time.Millisecond, func() bool { return lockState(false) >= 1 }, "the second run waits")
-	require.Equal(t, 1, lockState(true))
+	require.Equal(t, 1, leases())
+	time.Sleep(300 * time.Millisecond) // the waiting run tries the lease every 100ms meanwhile
 	require.EqualValues(t, 1, running.Load())
 
 	close(release)
@@ -162,8 +162,64 @@ func TestCompleterRunsOneAtATime(t *testing.T) {
 	require.EqualValues(t, 1, most.Load(), "never two resumes at once")
 	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k1"))
 	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k2"))
-	testutil.WaitForf(t, 5*time.Second, 10*time.Millisecond, func() bool { return lockState(true)+lockState(false) == 0 },
-		"every run released the lock")
+	testutil.WaitForf(t, 5*time.Second, 10*time.Millisecond, func() bool { return leases() == 0 },
+		"every run released the lease")
+}
+
+// Behind PgBouncer in transaction pooling mode a client's statements run on
+// whichever server connection is free, and a server connection ends, or
+// serves another client, between transactions: a run must keep the others
+// out regardless. Here every connection to the database ends while a run
+// is inside a resume, and a second completer (another process, with a pool
+// of its own) still waits for it. A session-level advisory lock let the
+// second run start at once.
+func TestCompleterRunOutlivesItsConnections(t *testing.T) {
+	t.Parallel()
+	const lease = time.Second
+	b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, "k1", "k2")
+	time.Sleep(lease + 50*time.Millisecond)
+	ctx := context.Background()
+
+	var running, most atomic.Int32
+	inside, release := make(chan struct{}, 2), make(chan struct{})
+	blocking := func(engine *phases.Engine) func(ctx context.Context, id int64) (*phases.Result, error) {
+		return func(ctx context.Context, id int64) (*phases.Result, error) {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			inside <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return engine.Resume(ctx, id)
+		}
+	}
+	first := *b.completer
+	first.Config.Concurrency = 1
+	workers.SetResumeKey(&first, blocking(first.Engine))
+	wait := testutil.Go(t, func(t testing.TB) int {
+		n, err := first.RunOnce(ctx)
+		require.NoError(t, err)
+		return n
+	})
+	<-inside
+
+	b.exec(t, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+	second := *b.completer
+	second.Pool = testutil.ConnectConfig(t, b.svc.Pool.Config().Copy())
+	workers.SetResumeKey(&second, blocking(second.Engine))
+	waitCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	n, err := second.RunOnce(waitCtx)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the second run waits for the first")
+	require.Zero(t, n)
+	require.EqualValues(t, 1, most.Load(), "never two resumes at once")
+
+	close(release)
+	require.Equal(t, 2, wait())
 }
 
 func TestPeriodicJobsDoNotPileUp(t *testing.T) {

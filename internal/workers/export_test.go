@@ -12,5 +12,8 @@ func SetResumeKey(w *CompleterWorker, f func(ctx context.Context, keyID int64) (
 	w.resumeKey = f
 }
 
-// CompleterLock is the advisory lock key a completer run holds.
-var CompleterLock = completerLock
+// CompleterLease names the worker lease a completer run holds.
+const CompleterLease = completerLease
+
+// RunLeased runs f while holding the worker lease name (runLeased).
+var RunLeased = runLeased

@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/rs/zerolog"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/phases"
 )
 
@@ -30,6 +31,20 @@ type Config struct {
 	ObserveResume   func(outcome string)
 	ObserveReaped   func(reaped int64)
 	ObserveReceipts func(delivered, failed int)
+	// PollOnly makes River poll for new jobs and for its leader instead of
+	// waiting on LISTEN, which needs a session of its own. NewClient polls
+	// regardless when the pool is transaction-pooled (db.TransactionPooled).
+	PollOnly bool
+}
+
+// PollOnly reports whether NewClient's River client polls rather than
+// listens, for cfg over pool: when asked to, or when the pool's URL says
+// it is behind a transaction-pooling pooler, where a LISTEN's session is
+// not the client's own. Polling costs latency only: a new job waits up to
+// River's FetchPollInterval (a second) to be fetched, a new leader up to
+// its election interval; the periodic jobs and receipts keep their pace.
+func PollOnly(pool *pgxpool.Pool, cfg Config) bool {
+	return cfg.PollOnly || db.TransactionPooled(pool.Config().ConnConfig)
 }
 
 // NewClient returns a River client that runs the completer and reaper
@@ -47,6 +62,7 @@ func NewClient(pool *pgxpool.Pool, engine *phases.Engine, cfg Config) (*river.Cl
 	river.AddWorker(workers, &LegacyReceiptWorker{Pool: pool})
 
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		PollOnly: PollOnly(pool, cfg),
 		// A process killed mid-job leaves its jobs 'running'. River rescues
 		// them only after RescueStuckJobsAfter (an hour by default), which
 		// would hold the next periodic run back that long: rescue after 20s

@@ -242,7 +242,7 @@ func TestTwoCompletersNeverRunOneKeyAtOnce(t *testing.T) {
 	// Stripe as a 409 on its idempotency key.
 	b.svc.Stripe.SetChaos(stripefake.Chaos{Latency: 50 * time.Millisecond, MaxLatency: 50 * time.Millisecond})
 
-	// The completer's lock makes the second run wait for the first (see
+	// The completer's lease makes the second run wait for the first (see
 	// TestCompleterRunsOneAtATime); each key's lease would keep them apart
 	// without it.
 	other := *b.completer

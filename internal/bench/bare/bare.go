@@ -223,13 +223,16 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 		StripePaymentIntentID: &pi.ID, Description: p.Description, CreatedAt: created.UTC()})
 	body = append(body, '\n')
 	headers := map[string]string{"Content-Type": "application/json", "Location": "/payments/" + strconv.FormatInt(paymentID, 10)}
+	// Marshalled here, as pgx would: in exec and simple_protocol mode pgx
+	// is not told the parameter's type, and cannot encode a map.
+	stored, _ := json.Marshal(headers)
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, recordPayment, paymentID, pi.ID)
 		if err == nil {
 			_, err = tx.Exec(ctx, enqueueReceipt, paymentID)
 		}
 		if err == nil {
-			_, err = tx.Exec(ctx, finishKey, keyID, token, headers, body)
+			_, err = tx.Exec(ctx, finishKey, keyID, token, json.RawMessage(stored), body)
 		}
 		return err
 	})

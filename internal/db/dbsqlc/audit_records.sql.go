@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 )
 
 const auditRecordInsert = `-- name: AuditRecordInsert :exec
@@ -19,7 +20,7 @@ type AuditRecordInsertParams struct {
 	Action       string
 	ResourceType string
 	ResourceID   int64
-	Data         []byte
+	Data         json.RawMessage
 }
 
 // AuditRecordInsert appends one record to the audit trail, in the

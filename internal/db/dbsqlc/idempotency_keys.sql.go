@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -103,7 +104,7 @@ WHERE id = $4
 
 type IdempotencyKeyFinishParams struct {
 	ResponseCode    *int32
-	ResponseHeaders []byte
+	ResponseHeaders json.RawMessage
 	ResponseBody    []byte
 	ID              int64
 	LockToken       uuid.NullUUID
@@ -188,7 +189,7 @@ type IdempotencyKeyGetByUserKeyRow struct {
 	Leased             bool
 	Parked             bool
 	ResponseCode       int32
-	ResponseHeaders    []byte
+	ResponseHeaders    json.RawMessage
 	ResponseBody       []byte
 }
 
@@ -249,7 +250,7 @@ type IdempotencyKeyInsertParams struct {
 	Flow               string
 	RequestMethod      string
 	RequestPath        string
-	RequestParams      []byte
+	RequestParams      json.RawMessage
 	RequestFingerprint []byte
 	RequestDigest      []byte
 	LockToken          uuid.NullUUID

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -44,7 +45,7 @@ WHERE id = $4
 
 type IdempotencyKeyFinishFromOutsideParams struct {
 	ResponseCode    *int32
-	ResponseHeaders []byte
+	ResponseHeaders json.RawMessage
 	ResponseBody    []byte
 	ID              int64
 }
@@ -83,7 +84,7 @@ WHERE id = $4
 
 type IdempotencyKeyFinishSettledParams struct {
 	ResponseCode    *int32
-	ResponseHeaders []byte
+	ResponseHeaders json.RawMessage
 	ResponseBody    []byte
 	ID              int64
 }

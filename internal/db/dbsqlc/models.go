@@ -5,6 +5,7 @@
 package dbsqlc
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,7 +17,7 @@ type AuditRecord struct {
 	Action       string
 	ResourceType string
 	ResourceID   int64
-	Data         []byte
+	Data         json.RawMessage
 	CreatedAt    time.Time
 }
 
@@ -34,7 +35,7 @@ type IdempotencyKey struct {
 	LastRunAt          time.Time
 	RequestMethod      string
 	RequestPath        string
-	RequestParams      []byte
+	RequestParams      json.RawMessage
 	RequestFingerprint []byte
 	RecoveryPoint      string
 	LockToken          uuid.NullUUID
@@ -42,7 +43,7 @@ type IdempotencyKey struct {
 	LockedBy           uuid.NullUUID
 	Runs               int32
 	ResponseCode       *int32
-	ResponseHeaders    []byte
+	ResponseHeaders    json.RawMessage
 	ResponseBody       []byte
 	FinishedAt         *time.Time
 	NeedsAttentionAt   *time.Time
@@ -148,4 +149,11 @@ type User struct {
 	Email      string
 	ApiKeyHash []byte
 	CreatedAt  time.Time
+}
+
+type WorkerLease struct {
+	Name      string
+	Holder    uuid.UUID
+	TakenAt   time.Time
+	ExpiresAt time.Time
 }
