@@ -57,14 +57,10 @@ FROM payment;
 
 -- PaymentMarkAttemptSpent records that the charge's current Stripe key
 -- answered with a cached server error: later runs look the PaymentIntent up
--- instead of sending that key again. sent_since, when set, moves the
--- attempt's start back to the earliest it could have been sent.
+-- instead of sending that key again.
 -- name: PaymentMarkAttemptSpent :one
 UPDATE payments
 SET charge_attempt_spent_at = coalesce(charge_attempt_spent_at, now()),
-    -- Earlier, when the spent key was sent before this database's history
-    -- begins (sent_since): what it made is looked for from then on.
-    charge_attempt_at        = least(charge_attempt_at, coalesce(sqlc.narg(sent_since)::timestamptz, charge_attempt_at)),
     updated_at              = now()
 WHERE id = @id
   AND charge_attempt = @charge_attempt

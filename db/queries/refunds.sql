@@ -79,9 +79,6 @@ FROM refund;
 -- name: RefundMarkAttemptSpent :one
 UPDATE refunds
 SET refund_attempt_spent_at = coalesce(refund_attempt_spent_at, now()),
-    -- Earlier, when the spent key was sent before this database's history
-    -- begins (sent_since): what it made is looked for from then on.
-    refund_attempt_at        = least(refund_attempt_at, coalesce(sqlc.narg(sent_since)::timestamptz, refund_attempt_at)),
     updated_at              = now()
 WHERE id = @id
   AND refund_attempt = @refund_attempt

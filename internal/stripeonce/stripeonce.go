@@ -12,19 +12,17 @@
 //     every create ever sent is finished and visible by the time the window
 //     closes, and from there on a lookup alone decides.
 //   - A key whose answer is a replayed server error is spent: a 500 is
-//     indeterminate, so the object is looked up by a strongly consistent
-//     read, a list by creation time over every second since the attempt
-//     could first have been sent, in Stripe's clock (the skew between the
-//     database's and Stripe's is measured from Stripe's answers). Only when
-//     it is absent, and the attempt's execution is finished (Stripe replays
-//     it) and visible (the margin has passed since the key was found
-//     spent), does the next key's turn come.
-//   - A replayed server error on a key this database never sent before
-//     (its history was lost to a failover or a restore) may come from a
-//     send of any time Stripe still replays: the attempt's start moves back
-//     by Stripe's whole window, for this and every later run. A list too
-//     long to page through hands the intent to an operator; search, which
-//     lags writes, is never what proves an absence.
+//     indeterminate, so the object is looked up: by search, which finds
+//     everything older than its lag, and by a list by creation time,
+//     strongly consistent, over what search may not have indexed yet (the
+//     last SearchLag and a margin, in Stripe's clock as measured from its
+//     answers). Nothing the database recorded bounds the lookup from
+//     below: a failover or a restore may have lost the record of a send,
+//     and a clock may have misdated it. A list too long to page through
+//     leaves the outcome unknown until search covers the stretch. Only
+//     when nothing is found, and the attempt's execution is finished
+//     (Stripe replays it) and visible (the margin has passed since the key
+//     was found spent), does the next key's turn come.
 //   - An idempotency_error, an object of the intent that does not match
 //     the request, or two of them, need an operator
 //     (phases.NeedsAttention); so does an outcome still unknown after the
@@ -61,11 +59,14 @@ type Rules struct {
 	// trusted to show it (lists are strongly consistent; the margin covers
 	// clock skew between us and Stripe too). Defaults to 1m.
 	VisibilityMargin time.Duration
-	// LookupLookback is a margin before its attempt began within which an
-	// object of the intent is still looked for: what the measured skew
-	// (StripeOffset) may be off by. A failover that lost the key's history
-	// is not its to cover: State.Unrecorded moves the attempt's start back
-	// instead. Defaults to 2m.
+	// SearchLag is the longest Stripe's search is assumed to lag writes:
+	// an object older than it is in the search index. Stripe documents
+	// under a minute normally and up to an hour during incidents. Defaults
+	// to 1h.
+	SearchLag time.Duration
+	// LookupLookback is a margin on SearchLag for what the measured skew
+	// between our clocks and Stripe's (StripeOffset) may be off by.
+	// Defaults to 10m.
 	LookupLookback time.Duration
 	// LookupGrace is how long past the window an intent whose lookups keep
 	// failing waits before it is handed to an operator. Defaults to 24h.
@@ -91,7 +92,8 @@ func (r Rules) WithDefaults() Rules {
 	defaultTo(&r.ExecutionBound, 10*time.Minute)
 	defaultTo(&r.VisibilityMargin, time.Minute)
 	defaultTo(&r.LookupGrace, 24*time.Hour)
-	defaultTo(&r.LookupLookback, 2*time.Minute)
+	defaultTo(&r.SearchLag, time.Hour)
+	defaultTo(&r.LookupLookback, 10*time.Minute)
 	if r.Observe == nil {
 		r.Observe = func(string) {}
 	}
@@ -115,13 +117,6 @@ type State struct {
 	// Progress records a spent attempt and the move to the next one,
 	// fenced by the run's lease.
 	Progress Progress
-	// Unrecorded is set when no earlier run of this database sent any of
-	// the intent's keys (the run made the key). A server error that Stripe
-	// then replays was cached by a send this database has no record of: a
-	// failover or a restore lost the key's history, at a time nobody
-	// knows. What it made is then looked for as far back as Stripe could
-	// still replay it, never from the attempt's recorded start.
-	Unrecorded bool
 	// Now is the clock the times above were written by (the database's:
 	// phases.Run.Now), so a skewed local clock cannot move a deadline. Nil
 	// means time.Now.
@@ -138,10 +133,8 @@ func (st *State) now() time.Time {
 // Progress persists how far an intent got across runs.
 type Progress interface {
 	// Spent records that attempt holds a cached server error, and returns
-	// since when that is known. sentSince, when set, is the earliest the
-	// attempt may have been sent, earlier than its recorded start: the
-	// attempt's start moves back to it, for this and every later run.
-	Spent(ctx context.Context, attempt int, sentSince *time.Time) (time.Time, error)
+	// since when that is known.
+	Spent(ctx context.Context, attempt int) (time.Time, error)
 	// Next moves from attempt to attempt+1, and returns when.
 	Next(ctx context.Context, attempt int) (time.Time, error)
 }
@@ -151,11 +144,11 @@ type Op[T any] interface {
 	// Send creates the object under the attempt-th key and returns the
 	// definite outcome, or the error Stripe or the network gave.
 	Send(ctx context.Context, attempt int) (T, error)
-	// Lookup returns the intent's object, found=false when there is none.
-	// Any object of the intent was created within window, which a lookup
-	// that lists by creation time may keep to. An error is an unknown
-	// outcome, or a *phases.NeedsAttentionError for an object that does not
-	// match or is not the only one.
+	// Lookup returns the intent's object, found=false when there is none:
+	// it searches, and lists what was created within window, which search
+	// may not cover yet (see State.Lookup). An error is an unknown outcome,
+	// or a *phases.NeedsAttentionError for an object that does not match or
+	// is not the only one.
 	Lookup(ctx context.Context, window Span) (result T, found bool, err error)
 	// NotCreated is the outcome once it is proven that nothing was created.
 	NotCreated() T
@@ -163,8 +156,13 @@ type Op[T any] interface {
 	What() string
 }
 
-// Span is a stretch of time, both ends included.
+// Span is where to look for what an intent made. Search covers every object
+// created before Since; a list must cover Since to Until, both ends
+// included, and nothing when Since is after Until.
 type Span struct{ Since, Until time.Time }
+
+// Empty reports whether the list has nothing to cover.
+func (s Span) Empty() bool { return s.Since.After(s.Until) }
 
 // Do creates op's object once, adopts the one an earlier run created, or
 // proves there is none. An error means the outcome is still unknown (a
@@ -172,6 +170,7 @@ type Span struct{ Since, Until time.Time }
 // settle it.
 func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error) {
 	var zero T
+	rules = rules.WithDefaults()
 	sendCutoff := st.KeyCreatedAt.Add(Window - rules.ExecutionBound - rules.VisibilityMargin)
 	for st.now().Before(sendCutoff) {
 		if st.SpentAt == nil {
@@ -179,23 +178,15 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 			if !spent(err) {
 				return result, classify(err, st.Attempt)
 			}
-			var sentSince *time.Time
-			if st.Unrecorded {
-				// Sent before this database's history begins: as long ago
-				// as Stripe could still be replaying it.
-				since := st.now().Add(-Window - rules.ExecutionBound)
-				sentSince, st.AttemptAt = &since, since
-			}
-			at, err := st.Progress.Spent(ctx, st.Attempt, sentSince)
+			at, err := st.Progress.Spent(ctx, st.Attempt)
 			if err != nil {
 				return zero, err
 			}
 			st.SpentAt = &at
 		}
-		// What the spent key created, if anything, was created after the
-		// attempt began and before Stripe replayed its error.
-		window := st.stripeSpan(rules, st.AttemptAt, st.SpentAt.Add(rules.VisibilityMargin))
-		result, found, err := op.Lookup(ctx, window)
+		// What the spent key created, if anything, was created before
+		// Stripe replayed its error.
+		result, found, err := op.Lookup(ctx, st.Lookup(rules, st.SpentAt.Add(rules.VisibilityMargin)))
 		if found || err != nil {
 			return adopted(rules, result, err)
 		}
@@ -224,7 +215,7 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 func reconcile[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error) {
 	var zero T
 	windowEnd := st.KeyCreatedAt.Add(Window)
-	result, found, err := op.Lookup(ctx, st.stripeSpan(rules, st.AttemptAt, st.now().Add(rules.VisibilityMargin)))
+	result, found, err := op.Lookup(ctx, st.Lookup(rules, st.now().Add(rules.VisibilityMargin)))
 	switch {
 	case err != nil && st.now().After(windowEnd.Add(rules.LookupGrace)):
 		var attention *phases.NeedsAttentionError
@@ -242,18 +233,22 @@ func reconcile[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T,
 	return op.NotCreated(), nil
 }
 
-// stripeSpan is the stretch of Stripe's created times that holds what was
-// created between since and until, two times of our database's clock: each
-// end moved by the measured skew between the database and Stripe, the start
-// also by LookupLookback, and both by a second for the whole seconds of
-// Stripe's Date header.
-func (st *State) stripeSpan(rules Rules, since, until time.Time) Span {
+// Lookup is where a lookup must look for what the intent made until until
+// (a time of the database's clock): Stripe's search, which finds every
+// object older than its lag, and a list by creation time, strongly
+// consistent, over what search may not have indexed yet, from SearchLag
+// and LookupLookback before now to until. Both ends are moved into
+// Stripe's clock by the skew measured from its answers. No time the
+// database recorded bounds it from below: a failover or a restore may have
+// lost the record of a send, and a skewed clock may have misdated it.
+func (st *State) Lookup(rules Rules, until time.Time) Span {
+	now := st.now()
 	// Stripe's clock less the database's: Stripe's less ours, plus ours
 	// less the database's.
-	toStripe := rules.StripeOffset() + time.Now().Sub(st.now())
+	toStripe := rules.StripeOffset() + time.Now().Sub(now)
 	return Span{
-		Since: since.Add(toStripe - rules.LookupLookback - time.Second),
-		Until: until.Add(toStripe + time.Second),
+		Since: now.Add(toStripe - rules.SearchLag - rules.LookupLookback),
+		Until: until.Add(toStripe + time.Second), // Date has whole seconds
 	}
 }
 

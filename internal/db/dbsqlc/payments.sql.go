@@ -295,27 +295,22 @@ func (q *Queries) PaymentListForUserBefore(ctx context.Context, db DBTX, arg *Pa
 const paymentMarkAttemptSpent = `-- name: PaymentMarkAttemptSpent :one
 UPDATE payments
 SET charge_attempt_spent_at = coalesce(charge_attempt_spent_at, now()),
-    -- Earlier, when the spent key was sent before this database's history
-    -- begins (sent_since): what it made is looked for from then on.
-    charge_attempt_at        = least(charge_attempt_at, coalesce($1::timestamptz, charge_attempt_at)),
     updated_at              = now()
-WHERE id = $2
-  AND charge_attempt = $3
+WHERE id = $1
+  AND charge_attempt = $2
 RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
 `
 
 type PaymentMarkAttemptSpentParams struct {
-	SentSince     *time.Time
 	ID            int64
 	ChargeAttempt int32
 }
 
 // PaymentMarkAttemptSpent records that the charge's current Stripe key
 // answered with a cached server error: later runs look the PaymentIntent up
-// instead of sending that key again. sent_since, when set, moves the
-// attempt's start back to the earliest it could have been sent.
+// instead of sending that key again.
 func (q *Queries) PaymentMarkAttemptSpent(ctx context.Context, db DBTX, arg *PaymentMarkAttemptSpentParams) (*Payment, error) {
-	row := db.QueryRow(ctx, paymentMarkAttemptSpent, arg.SentSince, arg.ID, arg.ChargeAttempt)
+	row := db.QueryRow(ctx, paymentMarkAttemptSpent, arg.ID, arg.ChargeAttempt)
 	var i Payment
 	err := row.Scan(
 		&i.ID,

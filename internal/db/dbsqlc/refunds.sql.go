@@ -333,24 +333,20 @@ func (q *Queries) RefundListForPaymentBefore(ctx context.Context, db DBTX, arg *
 const refundMarkAttemptSpent = `-- name: RefundMarkAttemptSpent :one
 UPDATE refunds
 SET refund_attempt_spent_at = coalesce(refund_attempt_spent_at, now()),
-    -- Earlier, when the spent key was sent before this database's history
-    -- begins (sent_since): what it made is looked for from then on.
-    refund_attempt_at        = least(refund_attempt_at, coalesce($1::timestamptz, refund_attempt_at)),
     updated_at              = now()
-WHERE id = $2
-  AND refund_attempt = $3
+WHERE id = $1
+  AND refund_attempt = $2
 RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
 `
 
 type RefundMarkAttemptSpentParams struct {
-	SentSince     *time.Time
 	ID            int64
 	RefundAttempt int32
 }
 
 // RefundMarkAttemptSpent: see PaymentMarkAttemptSpent.
 func (q *Queries) RefundMarkAttemptSpent(ctx context.Context, db DBTX, arg *RefundMarkAttemptSpentParams) (*Refund, error) {
-	row := db.QueryRow(ctx, refundMarkAttemptSpent, arg.SentSince, arg.ID, arg.RefundAttempt)
+	row := db.QueryRow(ctx, refundMarkAttemptSpent, arg.ID, arg.RefundAttempt)
 	var i Refund
 	err := row.Scan(
 		&i.ID,

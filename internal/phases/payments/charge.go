@@ -81,9 +81,6 @@ func (op chargeOp) Send(ctx context.Context, attempt int) (*Charge, error) {
 func (op chargeOp) Lookup(ctx context.Context, window stripeonce.Span) (*Charge, bool, error) {
 	pi, err := op.c.lookup(ctx, op.req, window)
 	switch {
-	case errors.Is(err, errListTooLong):
-		// The window is in the past and will hold as many next time.
-		return nil, false, phases.NeedsAttention("%v: look the PaymentIntent up by hand", err)
 	case err != nil:
 		return nil, false, err
 	case pi == nil:

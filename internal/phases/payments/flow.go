@@ -104,7 +104,6 @@ func (f *flow) charge(ctx context.Context, run *phases.Run) (*Charge, error) {
 			Attempt:      int(payment.ChargeAttempt),
 			AttemptAt:    payment.ChargeAttemptAt,
 			SpentAt:      payment.ChargeAttemptSpentAt,
-			Unrecorded:   run.Key.Runs == 1,
 			Progress:     &progress{flow: f, run: run, paymentID: payment.ID},
 		},
 	})
@@ -123,11 +122,11 @@ type progress struct {
 	paymentID int64
 }
 
-func (p *progress) Spent(ctx context.Context, attempt int, sentSince *time.Time) (time.Time, error) {
+func (p *progress) Spent(ctx context.Context, attempt int) (time.Time, error) {
 	var spentAt time.Time
 	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		row, err := p.flow.queries.PaymentMarkAttemptSpent(ctx, tx, &dbsqlc.PaymentMarkAttemptSpentParams{
-			ID: p.paymentID, ChargeAttempt: int32(attempt), SentSince: sentSince,
+			ID: p.paymentID, ChargeAttempt: int32(attempt),
 		})
 		if err != nil {
 			return fmt.Errorf("error recording spent Stripe attempt: %w", db.InterpretError(err))

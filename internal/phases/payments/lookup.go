@@ -16,16 +16,17 @@ import (
 // outcome stays unknown) rather than page through an account for ever.
 const maxLookupPages = 100
 
-// errListTooLong means the window held more PaymentIntents than a lookup
-// pages through.
-var errListTooLong = fmt.Errorf("more than %d PaymentIntents were created in the lookup's window", maxLookupPages*100)
+// errListTooLong means the list's stretch held more PaymentIntents than a
+// lookup pages through: the outcome stays unknown until search, which
+// covers whatever is older than its lag, covers the whole stretch.
+var errListTooLong = fmt.Errorf("more than %d PaymentIntents were created in the stretch search may not cover yet", maxLookupPages*100)
 
 // lookup finds the PaymentIntent of the request's intent, or proves there is
-// none. It reads two sources: a list by creation time, strongly consistent,
-// over the window in which the attempt could have created one; and search
-// by our metadata, which lags writes but sees everything older than its lag
-// (a PaymentIntent a failover's lost commits left behind, say). Together
-// they miss nothing. An intent with another amount or currency, or more than
+// none. It reads two sources: search by our metadata, which lags writes but
+// sees everything older than its lag (a PaymentIntent a failover's lost
+// commits left behind, say); and a list by creation time, strongly
+// consistent, over what search may not have indexed yet (window). Together
+// they miss nothing, whatever the database remembers of its sends. An intent with another amount or currency, or more than
 // one PaymentIntent, needs an operator: never a silent choice.
 func (c *Charger) lookup(ctx context.Context, req *ChargeRequest, window stripeonce.Span) (*stripe.PaymentIntent, error) {
 	found, err := c.find(ctx, req, window)
@@ -71,6 +72,9 @@ const searchHorizon = stripeonce.Window
 
 // list adds to found the intent's PaymentIntents created within window.
 func (c *Charger) list(ctx context.Context, req *ChargeRequest, window stripeonce.Span, found map[string]*stripe.PaymentIntent) error {
+	if window.Empty() {
+		return nil // search covers all of it
+	}
 	params := &stripe.PaymentIntentListParams{
 		CreatedRange: &stripe.RangeQueryParams{
 			GreaterThanOrEqual: window.Since.Unix(),

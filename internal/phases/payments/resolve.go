@@ -91,16 +91,24 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 	if key.NeedsAttentionAt == nil {
 		return nil, phases.ErrNotAwaitingOperator
 	}
-	// Every attempt of the key, and a little before: the operator's check
-	// may page through more than a run's lookup does.
+	// A create sent in the key's last run may still be executing at Stripe,
+	// and what it makes would not be listed yet.
+	rules := r.Charger.Rules().WithDefaults()
+	quiet := key.LastRunAt.Add(rules.ExecutionBound + rules.VisibilityMargin)
+	if time.Now().Before(quiet) {
+		return nil, fmt.Errorf("%w: the key's last run, at %s, may have sent a create that Stripe is still executing; try again after %s",
+			ErrResolutionRefused, key.LastRunAt.UTC().Format(time.RFC3339), quiet.UTC().Format(time.RFC3339))
+	}
+	// Everything the intent ever made, as a run's lookup looks for it:
+	// search, and a list over what search may not cover yet. The key's
+	// record does not bound it: a failover may have lost earlier sends.
 	req := &ChargeRequest{Intent: intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey}}
-	window := stripeonce.Span{Since: key.CreatedAt.Add(-r.Charger.Rules().LookupLookback), Until: time.Now()}
+	st := &stripeonce.State{}
+	window := st.Lookup(rules, quiet)
 	found, err := r.Charger.find(ctx, req, window)
 	if errors.Is(err, errListTooLong) {
-		// A busy account: the operator's word stands on search alone, which
-		// sees everything older than its lag, as a parked key's attempts are.
-		found = map[string]*stripe.PaymentIntent{}
-		err = r.Charger.search(ctx, req, window, found)
+		return nil, fmt.Errorf("%w: %v; search covers them after %s: try again then", ErrResolutionRefused, err,
+			window.Until.Add(rules.SearchLag+rules.LookupLookback).UTC().Format(time.RFC3339))
 	}
 	if err != nil {
 		return nil, err
@@ -114,13 +122,6 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 			return nil, fmt.Errorf("%w: PaymentIntent %s of this intent is %s and may still charge: wait for its outcome",
 				ErrResolutionRefused, pi.ID, pi.Status)
 		}
-	}
-	// A create sent in the key's last run may still be executing at Stripe,
-	// and what it makes would not be listed yet.
-	rules := r.Charger.Rules().WithDefaults()
-	if quiet := key.LastRunAt.Add(rules.ExecutionBound + rules.VisibilityMargin); time.Now().Before(quiet) {
-		return nil, fmt.Errorf("%w: the key's last run, at %s, may have sent a create that Stripe is still executing; try again after %s",
-			ErrResolutionRefused, key.LastRunAt.UTC().Format(time.RFC3339), quiet.UTC().Format(time.RFC3339))
 	}
 	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		payment, err := paymentOfKey(ctx, tx, key)

@@ -36,7 +36,9 @@ type StripeConfig struct {
 	// trusted to show it (lists are strongly consistent; the margin covers
 	// clock skew between us and Stripe too). Defaults to 1m.
 	VisibilityMargin time.Duration
-	// LookupLookback: see stripeonce.Rules.LookupLookback. Defaults to 2m.
+	// SearchLag and LookupLookback: see stripeonce.Rules. Default to 1h
+	// and 10m.
+	SearchLag      time.Duration
 	LookupLookback time.Duration
 	// LookupGrace is how long past Stripe's idempotency window a key whose
 	// lookups keep failing waits before it is handed to an operator.
@@ -91,9 +93,9 @@ func NewCharger(cfg StripeConfig) *Charger {
 		cfg: cfg,
 		rules: stripeonce.Rules{
 			ExecutionBound: cfg.ExecutionBound, VisibilityMargin: cfg.VisibilityMargin,
-			LookupGrace: cfg.LookupGrace, LookupLookback: cfg.LookupLookback, Observe: cfg.ObserveLookup,
+			LookupGrace: cfg.LookupGrace, SearchLag: cfg.SearchLag, LookupLookback: cfg.LookupLookback, Observe: cfg.ObserveLookup,
 			StripeOffset: clock.Offset,
-		},
+		}.WithDefaults(),
 	}
 }
 

@@ -122,7 +122,6 @@ func (f *flow) refund(ctx context.Context, run *phases.Run) (*Outcome, error) {
 			Attempt:      int(r.RefundAttempt),
 			AttemptAt:    r.RefundAttemptAt,
 			SpentAt:      r.RefundAttemptSpentAt,
-			Unrecorded:   run.Key.Runs == 1,
 			Progress:     &progress{flow: f, run: run, st: st},
 		},
 	})
@@ -207,11 +206,11 @@ type progress struct {
 	st   *state
 }
 
-func (p *progress) Spent(ctx context.Context, attempt int, sentSince *time.Time) (time.Time, error) {
+func (p *progress) Spent(ctx context.Context, attempt int) (time.Time, error) {
 	var spentAt time.Time
 	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		row, err := p.flow.queries.RefundMarkAttemptSpent(ctx, tx, &dbsqlc.RefundMarkAttemptSpentParams{
-			ID: p.st.refund.ID, RefundAttempt: int32(attempt), SentSince: sentSince,
+			ID: p.st.refund.ID, RefundAttempt: int32(attempt),
 		})
 		if err != nil {
 			return fmt.Errorf("error recording spent Stripe attempt: %w", db.InterpretError(err))
