@@ -148,3 +148,68 @@ func TestWebhookThatCannotApplyIsAnAlarmNotA500(t *testing.T) {
 	}
 	require.Equal(t, []string{"alarm"}, eventOutcomes(t, svc))
 }
+
+// Two PaymentIntents of one intent both succeed, and the first one's event
+// settles the key while its outcome is merely unknown. The second one's
+// event finds no payment by its id (the payment records the first), yet it
+// is this deployment's and took money: an alarm, not "ignored".
+func TestWebhookSecondPaymentIntentOfASettledPaymentIsAnAlarm(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	em.Inject(stripefake.Fault{Kind: stripefake.Fault500})
+	requireProblem(t, svc.PostPayment(t, apiKey, "twice", visa), http.StatusServiceUnavailable, "processor-unavailable")
+	in := intentOf(t, svc, userID, "twice")
+	first, second := plant(t, em, 2000, in.Metadata()), plant(t, em, 2000, in.Metadata())
+
+	_, payload := event("payment_intent.succeeded", stripeObject(t, svc, "/v1/payment_intents/"+first.ID), time.Now())
+	require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+	_, payload = event("payment_intent.succeeded", stripeObject(t, svc, "/v1/payment_intents/"+second.ID), time.Now())
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status)
+
+	var reason string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT coalesce(reason, '') FROM stripe_events ORDER BY received_at DESC, id DESC LIMIT 1").Scan(&reason))
+	require.Equal(t, []string{"applied", "alarm"}, eventOutcomes(t, svc),
+		"the second charge of one payment must be an alarm; it was recorded with reason %q (answer %s)", reason, resp.Body)
+}
+
+// A second PaymentIntent of a charged payment's intent succeeds (made by a
+// lost send, a missed lookup, the dashboard): an alarm.
+func TestWebhookSecondChargeOfAChargedPaymentIsAnAlarm(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "once")
+	extra := plant(t, em, 2000, intentOf(t, svc, userID, "once").Metadata())
+	require.NotEqual(t, *p.StripePaymentIntentID, extra.ID)
+	_, payload := event("payment_intent.succeeded", stripeObject(t, svc, "/v1/payment_intents/"+extra.ID), time.Now())
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.Contains(t, string(resp.Body), `"alarm":true`, "a second succeeded PaymentIntent of a charged payment")
+}
+
+// A declined payment records its declined PaymentIntent; a second
+// PaymentIntent of its intent then succeeds. The event cannot find the
+// payment (a payment is found by intent only while it records no
+// PaymentIntent, see migration 00017), so the key is not reopened, but the
+// event is an alarm for the operator, never "ignored".
+func TestWebhookChargeOfADeclinedPaymentByAnotherPaymentIntentIsAnAlarm(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	declined := `{"amount": 2000, "currency": "usd", "payment_method": "pm_card_chargeDeclined"}`
+	first := svc.PostPayment(t, apiKey, "declined", declined)
+	require.Equal(t, http.StatusPaymentRequired, first.Status, "body: %s", first.Body)
+
+	charged := plant(t, em, 2000, intentOf(t, svc, userID, "declined").Metadata())
+	_, payload := event("payment_intent.succeeded", stripeObject(t, svc, "/v1/payment_intents/"+charged.ID), time.Now())
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.Contains(t, string(resp.Body), `"alarm":true`, "PaymentIntent %s of this intent took the money", charged.ID)
+	requireMetric(t, svc, `paymentsd_webhook_events_total{outcome="alarm",type="payment_intent.succeeded"} 1`)
+}

@@ -168,9 +168,16 @@ func (h *Handler) apply(ctx context.Context, tx pgx.Tx, event *stripe.Event) (st
 		payment, err := dbsqlc.New().PaymentLockForEvent(ctx, tx, &dbsqlc.PaymentLockForEventParams{
 			StripePaymentIntentID: &pi.ID, IntentID: nonEmpty(pi.Metadata[intent.MetadataIntent]),
 		})
-		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
+		switch err = db.InterpretError(err); {
+		case errors.Is(err, db.ErrNotFound) && pi.Status == stripe.PaymentIntentStatusSucceeded && pi.Metadata[intent.MetadataIntent] != "":
+			// Made by this deployment for an intent whose payment records
+			// another PaymentIntent, or none any more (a failover lost it):
+			// money taken that no payment shows.
+			return "", phases.Alarm("PaymentIntent %s of intent %s succeeded, and no payment here records it: a second charge, "+
+				"or one whose payment was lost", pi.ID, pi.Metadata[intent.MetadataIntent])
+		case errors.Is(err, db.ErrNotFound):
 			return "no payment here was made for PaymentIntent " + pi.ID, nil
-		} else if err != nil {
+		case err != nil:
 			return "", fmt.Errorf("error locking payment: %w", err)
 		}
 		return h.Payments.Settle(ctx, tx, payment, &pi)
