@@ -69,3 +69,19 @@ func TestOperatorNotChargedRefusedWhileAPaymentIntentProcesses(t *testing.T) {
 	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
 	require.Equal(t, pi.ID, *decode[payment](t, resp).StripePaymentIntentID)
 }
+
+// Defect (found after 5e2cf9d): "not refunded" had no wait for a create the
+// key's last run may have sent, which Stripe may still be executing.
+func TestOperatorNotRefundedWaitsOutACreateStillExecuting(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{
+		Stripe: payments.StripeConfig{ExecutionBound: time.Hour}, Workers: quietCompleter,
+	})
+	_, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay")
+	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+	requireProblem(t, postRefund(t, svc, apiKey, "just-sent", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+
+	_, err := svc.App.Resolve(context.Background(), keyID(t, svc, "just-sent"), "")
+	require.Error(t, err, "the key's last run sent a refund create a moment ago; Stripe may still be executing it")
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -57,7 +58,8 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*
 }
 
 // NotCharged settles key keyID as not refunded, once Stripe confirms that no
-// refund of its intent stands: the refund fails and gives its amount back,
+// refund of its intent stands and no create of the key's last run can still
+// be executing: the refund fails and gives its amount back,
 // and the key answers a stored 400 refund-rejected, processor_code
 // not_refunded.
 func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Response, error) {
@@ -67,6 +69,16 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 			return nil, phases.ErrNotAwaitingOperator
 		}
 		return nil, err
+	}
+	if key.NeedsAttentionAt == nil {
+		return nil, phases.ErrNotAwaitingOperator
+	}
+	// A create sent in the key's last run may still be executing at Stripe,
+	// and the refund it makes would not be listed yet.
+	rules := r.Refunder.rules.WithDefaults()
+	if quiet := key.LastRunAt.Add(rules.ExecutionBound + rules.VisibilityMargin); time.Now().Before(quiet) {
+		return nil, fmt.Errorf("%w: the key's last run, at %s, may have sent a create that Stripe is still executing; try again after %s",
+			payments.ErrResolutionRefused, key.LastRunAt.UTC().Format(time.RFC3339), quiet.UTC().Format(time.RFC3339))
 	}
 	st, err := refundOfKey(ctx, r.Engine.Pool(), key)
 	if err != nil {
