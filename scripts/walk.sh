@@ -8,7 +8,8 @@
 #   scripts/walk.sh --check   capture, and fail if README.md's blocks differ
 #                             from the capture, ids and times aside
 #                             (request ids, dates, timestamps, lengths,
-#                             PaymentIntent ids); CI runs this
+#                             payment, refund and PaymentIntent ids); CI
+#                             runs this
 #
 # The stack runs with PAYMENTSD_STRIPE_VISIBILITY_MARGIN=1s, so the
 # unknown-outcome step reaches its 201 in seconds rather than a minute; the
@@ -38,7 +39,7 @@ emulator_port=$(free_port 22111)
 api=http://127.0.0.1:$api_port
 emulator=http://127.0.0.1:$emulator_port
 
-# A fresh database, so the walk's payments are 1, 2, 3…
+# A fresh database, so the walk starts from nothing.
 unset DATABASE_URL TEST_DATABASE_URL STRIPE_SECRET_KEY STRIPE_API_BASE
 run_pid=
 cleanup() {
@@ -98,7 +99,7 @@ pay_visa='curl -i http://127.0.0.1:8080/payments \
 say "create, replay, the same key in other forms"
 run_step create "$pay_visa"
 grep -q '^HTTP/1.1 201' "$out/last" || fail "create: expected 201"
-paid_id=$(sed -n 's/^{"id":\([0-9]*\),.*/\1/p' "$out/last")
+paid_id=$(sed -n 's/^{"id":"\(pay_[0-9a-z]*\)",.*/\1/p' "$out/last")
 [ -n "$paid_id" ] || fail "create: no payment id"
 run_step replay "$pay_visa"
 run_step bare-key 'curl -i http://127.0.0.1:8080/payments \
@@ -113,7 +114,7 @@ run_step declined 'curl -i http://127.0.0.1:8080/payments \
     -H '\''Idempotency-Key: "order-1002"'\'' \
     -H '\''Content-Type: application/json'\'' \
     -d '\''{"amount": 1500, "currency": "eur", "payment_method": "pm_card_chargeDeclined"}'\'''
-declined_id=$(sed -n 's/.*"payment_id":\([0-9]*\).*/\1/p' "$out/last")
+declined_id=$(sed -n 's/.*"payment_id":"\(pay_[0-9a-z]*\)".*/\1/p' "$out/last")
 [ -n "$declined_id" ] || fail "declined: no payment_id"
 
 say "two requests in flight on one key"
@@ -189,7 +190,7 @@ splice() {
 # mask hides what differs from run to run.
 mask() {
   sed -E -e 's/req_[0-9a-f]{24}/req_…/g' -e 's/^Date: .*/Date: …/' -e 's/^Content-Length: [0-9]+/Content-Length: …/' \
-    -e 's/"created_at":"[^"]*"/"created_at":"…"/g' -e 's/pi_[A-Za-z0-9]+/pi_…/g' -e 's/re_[A-Za-z0-9]+/re_…/g' "$1"
+    -e 's/"created_at":"[^"]*"/"created_at":"…"/g' -e 's/pi_[A-Za-z0-9]+/pi_…/g' -e 's/re_[A-Za-z0-9]+/re_…/g' -e 's/pay_[0-9a-z]{26}/pay_…/g' "$1"
 }
 
 for step in create replay bare-key reused declined in-flight in-flight-second in-flight-first unknown read validation \

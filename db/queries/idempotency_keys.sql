@@ -72,6 +72,7 @@ SELECT EXISTS (
        t.response_code       AS tombstone_response_code,
        t.resource_type       AS tombstone_resource_type,
        t.resource_id         AS tombstone_resource_id,
+       t.resource_public_id  AS tombstone_resource_public_id,
        t.finished_at         AS tombstone_finished_at
 FROM (VALUES (1)) AS one
 LEFT JOIN idempotency_key_tombstones AS t
@@ -141,12 +142,12 @@ WITH reaped AS (
 )
 INSERT INTO idempotency_key_tombstones (
     user_id, idempotency_key, request_method, request_path, request_fingerprint,
-    response_code, resource_type, resource_id, finished_at
+    response_code, resource_type, resource_id, resource_public_id, finished_at
 )
 SELECT r.user_id, r.idempotency_key, r.request_method, r.request_path, r.request_fingerprint,
        r.response_code,
        CASE WHEN p.id IS NOT NULL THEN 'payment' WHEN rf.id IS NOT NULL THEN 'refund' END,
-       coalesce(p.id, rf.id), r.finished_at
+       coalesce(p.id, rf.id), coalesce(p.public_id, rf.public_id), r.finished_at
 FROM reaped AS r
 LEFT JOIN payments AS p ON p.idempotency_key_id = r.id
 LEFT JOIN refunds AS rf ON rf.idempotency_key_id = r.id
@@ -157,6 +158,7 @@ SET request_method      = excluded.request_method,
     response_code       = excluded.response_code,
     resource_type       = excluded.resource_type,
     resource_id         = excluded.resource_id,
+    resource_public_id  = excluded.resource_public_id,
     finished_at         = excluded.finished_at,
     reaped_at           = excluded.reaped_at;
 

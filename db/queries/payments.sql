@@ -22,13 +22,28 @@ SELECT *
 FROM payments
 WHERE idempotency_key_id = @idempotency_key_id;
 
--- PaymentGetByIDForUser scopes the lookup to the owner: another user's payment
--- is indistinguishable from a missing one.
+-- PaymentGetByIDForUser reads a payment by its row id, scoped to the owner.
 -- name: PaymentGetByIDForUser :one
 SELECT *
 FROM payments
 WHERE id = @id
   AND user_id = @user_id;
+
+-- PaymentGetByPublicIDForUser scopes the lookup to the owner: another user's
+-- payment is indistinguishable from a missing one.
+-- name: PaymentGetByPublicIDForUser :one
+SELECT *
+FROM payments
+WHERE user_id = @user_id
+  AND public_id = @public_id;
+
+-- PaymentPublicIDByLegacyID finds a payment made before public ids by the
+-- number its stored answers still show.
+-- name: PaymentPublicIDByLegacyID :one
+SELECT public_id
+FROM payments
+WHERE user_id = @user_id
+  AND legacy_id = @legacy_id;
 
 -- PaymentRecordOutcome records the charge's outcome and audits it, in one
 -- statement.
@@ -79,14 +94,15 @@ WHERE id = @id
 RETURNING *;
 
 -- PaymentListForUser pages the user's payments newest first, older than the
--- cursor id (the newest when it is NULL): an index range scan on
--- (user_id, id). It reads limit + 1 rows to tell has_more.
+-- cursor (the newest when it is NULL): an index range scan on
+-- (user_id, public_id), time-ordered ids. It reads limit + 1 rows to tell
+-- has_more.
 -- name: PaymentListForUser :many
 SELECT *
 FROM payments
 WHERE user_id = @user_id
-  AND id < coalesce(sqlc.narg(starting_after)::bigint, 9223372036854775807)
-ORDER BY id DESC
+  AND public_id < coalesce(sqlc.narg(starting_after)::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff')
+ORDER BY public_id DESC
 LIMIT @max_rows;
 
 -- PaymentListForUserBefore pages the other way, newer than ending_before,
@@ -95,6 +111,6 @@ LIMIT @max_rows;
 SELECT *
 FROM payments
 WHERE user_id = @user_id
-  AND id > @ending_before
-ORDER BY id
+  AND public_id > @ending_before::uuid
+ORDER BY public_id
 LIMIT @max_rows;

@@ -3,10 +3,10 @@
 -- returns the row as the last competing refund committed it. It returns no
 -- row for a payment that is not the user's.
 -- name: PaymentLockForRefund :one
-SELECT id, amount, currency, status, stripe_payment_intent_id, amount_reserved
+SELECT id, public_id, amount, currency, status, stripe_payment_intent_id, amount_reserved
 FROM payments
-WHERE id = @id
-  AND user_id = @user_id
+WHERE user_id = @user_id
+  AND public_id = @public_id
 FOR UPDATE;
 
 -- RefundInsert creates the pending refund, reserves its amount on the
@@ -18,8 +18,8 @@ WITH reserved AS (
         updated_at      = now()
     WHERE p.id = sqlc.arg(payment_id)
 ), refund AS (
-    INSERT INTO refunds (user_id, payment_id, idempotency_key_id, intent_id, amount, currency, reason)
-    VALUES (@user_id, @payment_id, @idempotency_key_id, @intent_id, @amount, @currency, sqlc.narg(reason))
+    INSERT INTO refunds (user_id, payment_id, payment_public_id, idempotency_key_id, intent_id, amount, currency, reason)
+    VALUES (@user_id, @payment_id, @payment_public_id, @idempotency_key_id, @intent_id, @amount, @currency, sqlc.narg(reason))
     RETURNING *
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
@@ -35,12 +35,20 @@ SELECT *
 FROM refunds
 WHERE idempotency_key_id = @idempotency_key_id;
 
--- RefundGetByIDForUser scopes the lookup to the owner.
--- name: RefundGetByIDForUser :one
+-- RefundGetByPublicIDForUser scopes the lookup to the owner.
+-- name: RefundGetByPublicIDForUser :one
 SELECT *
 FROM refunds
-WHERE id = @id
-  AND user_id = @user_id;
+WHERE user_id = @user_id
+  AND public_id = @public_id;
+
+-- RefundPublicIDByLegacyID finds a refund made before public ids by the
+-- number its stored answers still show.
+-- name: RefundPublicIDByLegacyID :one
+SELECT public_id
+FROM refunds
+WHERE user_id = @user_id
+  AND legacy_id = @legacy_id;
 
 -- RefundRecordOutcome records what Stripe made of a refund, moves the
 -- payment's amounts with it (a succeeded refund is refunded, a failed one
@@ -96,16 +104,16 @@ WHERE id = @id
 RETURNING *;
 
 -- RefundListForPayment pages a payment's refunds newest first, older than
--- the cursor id (the newest when it is NULL): an index range scan on
--- (payment_id, id), so a page costs the same however many there are. It
--- reads limit + 1 rows to tell has_more.
+-- the cursor (the newest when it is NULL): an index range scan on
+-- (payment_id, public_id), so a page costs the same however many there
+-- are. It reads limit + 1 rows to tell has_more.
 -- name: RefundListForPayment :many
 SELECT *
 FROM refunds
 WHERE payment_id = @payment_id
   AND user_id = @user_id
-  AND id < coalesce(sqlc.narg(starting_after)::bigint, 9223372036854775807)
-ORDER BY id DESC
+  AND public_id < coalesce(sqlc.narg(starting_after)::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff')
+ORDER BY public_id DESC
 LIMIT @max_rows;
 
 -- RefundListForPaymentBefore pages the other way, newer than ending_before,
@@ -115,6 +123,6 @@ SELECT *
 FROM refunds
 WHERE payment_id = @payment_id
   AND user_id = @user_id
-  AND id > @ending_before
-ORDER BY id
+  AND public_id > @ending_before::uuid
+ORDER BY public_id
 LIMIT @max_rows;

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -286,10 +285,10 @@ func TestContract(t *testing.T) {
 	t.Run("refunds and lists", func(t *testing.T) {
 		paid := c.run(t, post(apiKey, "to-refund", visa).want(http.StatusCreated))
 		var p struct {
-			ID int64 `json:"id"`
+			ID string `json:"id"`
 		}
 		require.NoError(t, json.Unmarshal(paid.Body, &p))
-		refunds := fmt.Sprintf("/payments/%d/refunds", p.ID)
+		refunds := "/payments/" + p.ID + "/refunds"
 		refund := func(key, body string) exchange {
 			x := post(apiKey, key, body)
 			x.path = refunds
@@ -306,7 +305,7 @@ func TestContract(t *testing.T) {
 		c.run(t, get(refunds, apiKey).want(http.StatusOK))
 		c.run(t, get(refunds+"?limit=1", apiKey).want(http.StatusOK))
 		c.run(t, get("/payments?limit=2", apiKey).want(http.StatusOK))
-		c.run(t, get(fmt.Sprintf("/payments?starting_after=%d", p.ID), apiKey).want(http.StatusOK))
+		c.run(t, get("/payments?starting_after="+p.ID, apiKey).want(http.StatusOK))
 		c.run(t, get("/payments?limit=1000", apiKey).want(http.StatusBadRequest).bad())
 	})
 

@@ -63,7 +63,7 @@ func TestLateRetryAfterReapingIsRefused(t *testing.T) {
 	require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT count(*) FROM idempotency_keys WHERE user_id = $1", userID).Scan(&keys))
 	require.Equal(t, 2, payments, "no second payment")
 	require.Zero(t, keys, "a refused key is not stored")
-	c.run(t, get("/payments/"+itoa(created.ID), apiKey).want(http.StatusOK))
+	c.run(t, get("/payments/"+created.ID, apiKey).want(http.StatusOK))
 
 	// Tombstones are per user: another user's key of the same name is new.
 	c.run(t, post(otherKey, "late", visa).want(http.StatusCreated))

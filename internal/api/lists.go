@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/google/uuid"
+
+	"github.com/paymentsd/paymentsd/internal/ids"
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
 
@@ -27,29 +30,38 @@ type list[T any] struct {
 // startingAfter (older than that id) and endingBefore (newer than it).
 type cursor struct {
 	limit         int32
-	startingAfter *int64
-	endingBefore  *int64
+	startingAfter *uuid.UUID
+	endingBefore  *uuid.UUID
 }
 
-// parseCursor reads limit, starting_after and ending_before, refusing any
-// other query parameter. On failure it has answered and returns false.
-func parseCursor(w http.ResponseWriter, query url.Values) (cursor, bool) {
+// after is startingAfter as the list queries take it.
+func (c cursor) after() uuid.NullUUID {
+	if c.startingAfter == nil {
+		return uuid.NullUUID{}
+	}
+	return uuid.NullUUID{UUID: *c.startingAfter, Valid: true}
+}
+
+// parseCursor reads limit, starting_after and ending_before (ids with
+// prefix, as the list hands them out), refusing any other query parameter.
+// On failure it has answered and returns false.
+func parseCursor(w http.ResponseWriter, query url.Values, prefix string) (cursor, bool) {
 	c := cursor{limit: defaultListLimit}
 	var errs []problem.FieldError
 	fail := func(name, detail string) {
 		errs = append(errs, problem.FieldError{Pointer: "/" + name, Detail: detail})
 	}
-	id := func(name string) *int64 {
+	id := func(name string) *uuid.UUID {
 		raw, ok := query[name]
 		if !ok {
 			return nil
 		}
-		n, err := strconv.ParseInt(raw[len(raw)-1], 10, 64)
-		if err != nil || n < 1 || len(raw) > 1 {
-			fail(name, "must be one positive integer id")
+		v, err := ids.Parse(prefix, raw[len(raw)-1])
+		if err != nil || len(raw) > 1 {
+			fail(name, "must be one id of the list ("+prefix+"_…)")
 			return nil
 		}
-		return &n
+		return &v
 	}
 	for name := range query {
 		if !slices.Contains([]string{"limit", "starting_after", "ending_before"}, name) {

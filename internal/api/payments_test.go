@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/internal/idempotency"
+	"github.com/paymentsd/paymentsd/internal/ids"
 	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
@@ -23,7 +24,7 @@ import (
 const visa = `{"amount": 2000, "currency": "usd", "payment_method": "pm_card_visa", "description": "order 1"}`
 
 type payment struct {
-	ID                    int64   `json:"id"`
+	ID                    string  `json:"id"`
 	Amount                int64   `json:"amount"`
 	Currency              string  `json:"currency"`
 	Status                string  `json:"status"`
@@ -36,7 +37,7 @@ type problemBody struct {
 	Type        string `json:"type"`
 	Status      int    `json:"status"`
 	Detail      string `json:"detail"`
-	PaymentID   int64  `json:"payment_id"`
+	PaymentID   string `json:"payment_id"`
 	DeclineCode string `json:"decline_code"`
 	Errors      []struct {
 		Pointer string `json:"pointer"`
@@ -74,7 +75,7 @@ func TestCreatePayment(t *testing.T) {
 	require.NotNil(t, p.StripePaymentIntentID)
 	require.True(t, strings.HasPrefix(*p.StripePaymentIntentID, "pi_"))
 	require.Equal(t, "order 1", *p.Description)
-	require.Equal(t, "/payments/"+itoa(p.ID), resp.Header.Get("Location"))
+	require.Equal(t, "/payments/"+p.ID, resp.Header.Get("Location"))
 	require.Empty(t, resp.Header.Get("Idempotent-Replayed"))
 
 	got := svc.Do(t, http.MethodGet, resp.Header.Get("Location"), "", "Authorization", "Bearer "+apiKey)
@@ -95,7 +96,7 @@ func TestCreatePayment(t *testing.T) {
 
 	// Each phase audited what it did, in its own transaction.
 	rows, err := svc.Pool.Query(context.Background(),
-		"SELECT action, data->>'status', coalesce(data->>'stripe_payment_intent_id', '') FROM audit_records WHERE resource_id = $1 ORDER BY id", p.ID)
+		"SELECT action, data->>'status', coalesce(data->>'stripe_payment_intent_id', '') FROM audit_records WHERE resource_id = $1 ORDER BY id", rowID(t, svc, p.ID))
 	require.NoError(t, err)
 	var audit []string
 	for rows.Next() {
@@ -265,11 +266,11 @@ func TestDeclineIsStoredAndReplayed(t *testing.T) {
 	require.Equal(t, string(first.Body), string(second.Body))
 	require.EqualValues(t, 1, svc.Stripe.Stats().CreateRequests)
 
-	stored := svc.Do(t, http.MethodGet, "/payments/"+itoa(p.PaymentID), "", "Authorization", "Bearer "+apiKey)
+	stored := svc.Do(t, http.MethodGet, "/payments/"+p.PaymentID, "", "Authorization", "Bearer "+apiKey)
 	require.Equal(t, "failed", decode[payment](t, stored).Status)
 	var failureCode string
 	require.NoError(t, svc.Pool.QueryRow(context.Background(),
-		"SELECT data->>'failure_code' FROM audit_records WHERE resource_id = $1 AND action = 'payment.failed'", p.PaymentID).Scan(&failureCode))
+		"SELECT data->>'failure_code' FROM audit_records WHERE resource_id = $1 AND action = 'payment.failed'", rowID(t, svc, p.PaymentID)).Scan(&failureCode))
 	require.Equal(t, "generic_decline", failureCode)
 }
 
@@ -365,6 +366,17 @@ func TestAuthAndMediaType(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// rowID is the database's own id of the payment whose public id is id, for
+// tests that read the rows that refer to it.
+func rowID(t *testing.T, svc *testutil.Service, id string) int64 {
+	t.Helper()
+	public, err := ids.Parse(ids.Payment, id)
+	require.NoError(t, err)
+	var n int64
+	require.NoError(t, svc.Pool.QueryRow(context.Background(), "SELECT id FROM payments WHERE public_id = $1", public).Scan(&n))
+	return n
+}
 
 func splitHostPort(t *testing.T, addr string) (string, uint16) {
 	t.Helper()

@@ -101,7 +101,7 @@ func classify(err error) failure {
 				" and has expired."
 		}
 		p := problem.New(problem.IdempotencyKeyExpired, detail+" Send a new key for a new request.")
-		id := strconv.FormatInt(expired.ResourceID, 10)
+		id := expired.ResourceID
 		switch expired.ResourceType { // named by IdempotencyKeyReap
 		case "payment":
 			p.PaymentID = expired.ResourceID

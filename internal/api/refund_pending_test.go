@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paymentsd/paymentsd/internal/ids"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
@@ -27,9 +29,10 @@ func TestRefundOfAPendingPaymentIsRetriedNotRefused(t *testing.T) {
 	// Charged, but the answer was lost: the payment stays pending.
 	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultLostAnswer})
 	requireProblem(t, svc.PostPayment(t, apiKey, "pay", visa), http.StatusServiceUnavailable, "processor-unavailable")
-	var paymentID int64
-	require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT id FROM payments WHERE idempotency_key_id = $1",
-		keyID(t, svc, "pay")).Scan(&paymentID))
+	var public uuid.UUID
+	require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT public_id FROM payments WHERE idempotency_key_id = $1",
+		keyID(t, svc, "pay")).Scan(&public))
+	paymentID := ids.Format(ids.Payment, public)
 
 	resp := postRefund(t, svc, apiKey, "refund", paymentID, `{}`)
 	requireProblem(t, resp, http.StatusConflict, "idempotency-key-in-use")

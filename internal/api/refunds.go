@@ -9,30 +9,57 @@ import (
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/ids"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/phases/refunds"
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
 
-// pathID reads the path's positive integer id of what; on failure it has
-// answered and returns false.
-func pathID(w http.ResponseWriter, r *http.Request, what string) (int64, bool) {
-	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
-	if err != nil || id < 1 {
-		writeProblem(w, problem.New(problem.InvalidRequest, "The "+what+" id must be a positive integer."))
-		return 0, false
+// pathPayment reads the caller's payment the path names (by its public
+// id, or by the number of one made before public ids): a malformed id is a
+// 400, another user's payment a 404, like a missing one. On failure it has
+// answered and returns nil.
+func (s *Server) pathPayment(w http.ResponseWriter, r *http.Request) *dbsqlc.Payment {
+	ref, err := payments.ParseRef(chi.URLParam(r, "id"))
+	if err != nil {
+		writeProblem(w, problem.New(problem.InvalidRequest, "The payment id must be a payment's id (pay_…)."))
+		return nil
 	}
-	return id, true
+	user := userID(r.Context())
+	public, err := ref.Resolve(r.Context(), s.pool, user)
+	if err == nil {
+		var payment *dbsqlc.Payment
+		payment, err = s.queries.PaymentGetByPublicIDForUser(r.Context(), s.pool, &dbsqlc.PaymentGetByPublicIDForUserParams{
+			UserID: user, PublicID: public,
+		})
+		if s.found(w, r, err, "No such payment.") {
+			return payment
+		}
+		return nil
+	}
+	s.found(w, r, err, "No such payment.")
+	return nil
 }
 
 // getRefund serves GET /refunds/{id}: the caller's own refund, 404 otherwise.
 func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r, "refund")
-	if !ok {
-		return
+	raw, user := chi.URLParam(r, "id"), userID(r.Context())
+	public, err := ids.Parse(ids.Refund, raw)
+	if err != nil {
+		n, perr := strconv.ParseInt(raw, 10, 64)
+		if perr != nil || n < 1 || strconv.FormatInt(n, 10) != raw {
+			writeProblem(w, problem.New(problem.InvalidRequest, "The refund id must be a refund's id (re_…)."))
+			return
+		}
+		// A refund made before public ids, by the number its stored
+		// answers show.
+		public, err = s.queries.RefundPublicIDByLegacyID(r.Context(), s.pool, &dbsqlc.RefundPublicIDByLegacyIDParams{UserID: user, LegacyID: &n})
+		if !s.found(w, r, err, "No such refund.") {
+			return
+		}
 	}
-	refund, err := s.queries.RefundGetByIDForUser(r.Context(), s.pool, &dbsqlc.RefundGetByIDForUserParams{
-		ID: id, UserID: userID(r.Context()),
+	refund, err := s.queries.RefundGetByPublicIDForUser(r.Context(), s.pool, &dbsqlc.RefundGetByPublicIDForUserParams{
+		UserID: user, PublicID: public,
 	})
 	if !s.found(w, r, err, "No such refund.") {
 		return
@@ -42,7 +69,7 @@ func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
 
 // listPayments serves GET /payments: the caller's payments, newest first.
 func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
-	c, ok := parseCursor(w, r.URL.Query())
+	c, ok := parseCursor(w, r.URL.Query(), ids.Payment)
 	if !ok {
 		return
 	}
@@ -56,7 +83,7 @@ func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
 			UserID: user, EndingBefore: *c.endingBefore, MaxRows: c.limit + 1})
 	} else {
 		rows, err = s.queries.PaymentListForUser(r.Context(), s.pool, &dbsqlc.PaymentListForUserParams{
-			UserID: user, StartingAfter: c.startingAfter, MaxRows: c.limit + 1})
+			UserID: user, StartingAfter: c.after(), MaxRows: c.limit + 1})
 	}
 	if err != nil {
 		writeError(w, r, err)
@@ -68,32 +95,31 @@ func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
 // listRefunds serves GET /payments/{id}/refunds: a payment's refunds,
 // newest first; 404 for a payment that is not the caller's.
 func (s *Server) listRefunds(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r, "payment")
-	if !ok {
+	payment := s.pathPayment(w, r)
+	if payment == nil {
 		return
 	}
-	c, ok := parseCursor(w, r.URL.Query())
+	c, ok := parseCursor(w, r.URL.Query(), ids.Refund)
 	if !ok {
 		return
 	}
 	user := userID(r.Context())
-	_, err := s.queries.PaymentGetByIDForUser(r.Context(), s.pool, &dbsqlc.PaymentGetByIDForUserParams{ID: id, UserID: user})
-	if !s.found(w, r, err, "No such payment.") {
-		return
-	}
-	var rows []*dbsqlc.Refund
+	var (
+		rows []*dbsqlc.Refund
+		err  error
+	)
 	if c.endingBefore != nil {
 		rows, err = s.queries.RefundListForPaymentBefore(r.Context(), s.pool, &dbsqlc.RefundListForPaymentBeforeParams{
-			PaymentID: id, UserID: user, EndingBefore: *c.endingBefore, MaxRows: c.limit + 1})
+			PaymentID: payment.ID, UserID: user, EndingBefore: *c.endingBefore, MaxRows: c.limit + 1})
 	} else {
 		rows, err = s.queries.RefundListForPayment(r.Context(), s.pool, &dbsqlc.RefundListForPaymentParams{
-			PaymentID: id, UserID: user, StartingAfter: c.startingAfter, MaxRows: c.limit + 1})
+			PaymentID: payment.ID, UserID: user, StartingAfter: c.after(), MaxRows: c.limit + 1})
 	}
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page(c, rows, refunds.ViewOf, payments.Location(id)+"/refunds"))
+	writeJSON(w, http.StatusOK, page(c, rows, refunds.ViewOf, payments.Location(payments.ID(payment))+"/refunds"))
 }
 
 // found answers a lookup's failure: 404 for a missing row (another user's

@@ -4,20 +4,20 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
 
+	"github.com/paymentsd/paymentsd/internal/ids"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
 
 type refund struct {
-	ID             int64   `json:"id"`
-	PaymentID      int64   `json:"payment_id"`
+	ID             string  `json:"id"`
+	PaymentID      string  `json:"payment_id"`
 	Amount         int64   `json:"amount"`
 	Currency       string  `json:"currency"`
 	Status         string  `json:"status"`
@@ -26,9 +26,9 @@ type refund struct {
 }
 
 // postRefund sends POST /payments/{id}/refunds.
-func postRefund(t testing.TB, svc *testutil.Service, apiKey, idemKey string, paymentID int64, body string) *testutil.Response {
+func postRefund(t testing.TB, svc *testutil.Service, apiKey, idemKey, paymentID, body string) *testutil.Response {
 	t.Helper()
-	return svc.Do(t, http.MethodPost, fmt.Sprintf("/payments/%d/refunds", paymentID), body,
+	return svc.Do(t, http.MethodPost, "/payments/"+paymentID+"/refunds", body,
 		"Authorization", "Bearer "+apiKey, "Idempotency-Key", idemKey, "Content-Type", "application/json")
 }
 
@@ -40,9 +40,9 @@ func paid(t *testing.T, svc *testutil.Service, apiKey, key string) payment {
 	return decode[payment](t, resp)
 }
 
-func getPaymentOf(t *testing.T, svc *testutil.Service, apiKey string, id int64) map[string]any {
+func getPaymentOf(t *testing.T, svc *testutil.Service, apiKey, id string) map[string]any {
 	t.Helper()
-	resp := svc.Do(t, http.MethodGet, fmt.Sprintf("/payments/%d", id), "", "Authorization", "Bearer "+apiKey)
+	resp := svc.Do(t, http.MethodGet, "/payments/"+id, "", "Authorization", "Bearer "+apiKey)
 	require.Equal(t, http.StatusOK, resp.Status)
 	return decode[map[string]any](t, resp)
 }
@@ -59,7 +59,7 @@ func TestRefundPartThenTheRestThenNoMore(t *testing.T) {
 	require.Equal(t, refund{ID: r1.ID, PaymentID: p.ID, Amount: 500, Currency: "usd", Status: "succeeded",
 		Reason: r1.Reason, StripeRefundID: r1.StripeRefundID}, r1)
 	require.Equal(t, "requested_by_customer", *r1.Reason)
-	require.Equal(t, fmt.Sprintf("/refunds/%d", r1.ID), first.Header.Get("Location"))
+	require.Equal(t, "/refunds/"+r1.ID, first.Header.Get("Location"))
 	got := svc.Do(t, http.MethodGet, first.Header.Get("Location"), "", "Authorization", "Bearer "+apiKey)
 	require.Equal(t, http.StatusOK, got.Status)
 	require.JSONEq(t, string(first.Body), string(got.Body))
@@ -132,7 +132,8 @@ func TestRefundRefusalsAndScope(t *testing.T) {
 	// Another user's payment, or none: 404, and nothing stored, so the key
 	// stays free for the caller's own payment.
 	requireProblem(t, postRefund(t, svc, otherKey, "mine", p.ID, `{}`), http.StatusNotFound, "not-found")
-	requireProblem(t, postRefund(t, svc, apiKey, "nowhere", 999999, `{}`), http.StatusNotFound, "not-found")
+	requireProblem(t, postRefund(t, svc, apiKey, "nowhere", ids.Format(ids.Payment, ids.New()), `{}`), http.StatusNotFound, "not-found")
+	requireProblem(t, postRefund(t, svc, apiKey, "nowhere", "999999", `{}`), http.StatusNotFound, "not-found")
 	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "nowhere", p.ID, `{"amount": 100}`).Status)
 
 	// One key and body sent to two payments are two requests.
@@ -141,8 +142,8 @@ func TestRefundRefusalsAndScope(t *testing.T) {
 	// The digest covers the path as sent, which the router reads: the same
 	// id written with escapes is no id, and is refused, not replayed.
 	var escaped strings.Builder
-	for _, digit := range strconv.FormatInt(p.ID, 10) {
-		fmt.Fprintf(&escaped, "%%%02X", digit)
+	for _, c := range p.ID {
+		fmt.Fprintf(&escaped, "%%%02X", c)
 	}
 	requireProblem(t, svc.Do(t, http.MethodPost, "/payments/"+escaped.String()+"/refunds", `{"amount": 100}`,
 		"Authorization", "Bearer "+apiKey, "Idempotency-Key", "nowhere", "Content-Type", "application/json"),
@@ -200,7 +201,7 @@ func TestListsPageNewestFirstAndStayScoped(t *testing.T) {
 	svc := testutil.StartService(t, testutil.ServiceOptions{})
 	_, apiKey := svc.NewUser(t)
 	_, otherKey := svc.NewUser(t)
-	var ids []int64
+	var ids []string
 	for i := range 5 {
 		ids = append(ids, paid(t, svc, apiKey, fmt.Sprintf("p%d", i)).ID)
 	}
@@ -212,8 +213,8 @@ func TestListsPageNewestFirstAndStayScoped(t *testing.T) {
 		HasMore bool      `json:"has_more"`
 		URL     string    `json:"url"`
 	}
-	idsOf := func(p page) []int64 {
-		var out []int64
+	idsOf := func(p page) []string {
+		var out []string
 		for _, d := range p.Data {
 			out = append(out, d.ID)
 		}
@@ -221,15 +222,15 @@ func TestListsPageNewestFirstAndStayScoped(t *testing.T) {
 	}
 	first := decode[page](t, svc.Do(t, http.MethodGet, "/payments?limit=2", "", "Authorization", auth))
 	require.Equal(t, "list", first.Object)
-	require.Equal(t, []int64{ids[4], ids[3]}, idsOf(first))
+	require.Equal(t, []string{ids[4], ids[3]}, idsOf(first))
 	require.True(t, first.HasMore)
-	next := decode[page](t, svc.Do(t, http.MethodGet, fmt.Sprintf("/payments?limit=2&starting_after=%d", ids[3]), "", "Authorization", auth))
-	require.Equal(t, []int64{ids[2], ids[1]}, idsOf(next))
-	last := decode[page](t, svc.Do(t, http.MethodGet, fmt.Sprintf("/payments?limit=2&starting_after=%d", ids[1]), "", "Authorization", auth))
-	require.Equal(t, []int64{ids[0]}, idsOf(last))
+	next := decode[page](t, svc.Do(t, http.MethodGet, "/payments?limit=2&starting_after="+ids[3], "", "Authorization", auth))
+	require.Equal(t, []string{ids[2], ids[1]}, idsOf(next))
+	last := decode[page](t, svc.Do(t, http.MethodGet, "/payments?limit=2&starting_after="+ids[1], "", "Authorization", auth))
+	require.Equal(t, []string{ids[0]}, idsOf(last))
 	require.False(t, last.HasMore)
-	back := decode[page](t, svc.Do(t, http.MethodGet, fmt.Sprintf("/payments?limit=2&ending_before=%d", ids[1]), "", "Authorization", auth))
-	require.Equal(t, []int64{ids[3], ids[2]}, idsOf(back), "newer ones, still newest first")
+	back := decode[page](t, svc.Do(t, http.MethodGet, "/payments?limit=2&ending_before="+ids[1], "", "Authorization", auth))
+	require.Equal(t, []string{ids[3], ids[2]}, idsOf(back), "newer ones, still newest first")
 	require.True(t, back.HasMore)
 	all := decode[page](t, svc.Do(t, http.MethodGet, "/payments", "", "Authorization", auth))
 	require.Len(t, all.Data, 5, "only the caller's")
@@ -245,13 +246,13 @@ func TestListsPageNewestFirstAndStayScoped(t *testing.T) {
 		HasMore bool     `json:"has_more"`
 		URL     string   `json:"url"`
 	}
-	rp := decode[refundPage](t, svc.Do(t, http.MethodGet, fmt.Sprintf("/payments/%d/refunds", ids[0]), "", "Authorization", auth))
+	rp := decode[refundPage](t, svc.Do(t, http.MethodGet, "/payments/"+ids[0]+"/refunds", "", "Authorization", auth))
 	require.Len(t, rp.Data, 2)
 	require.EqualValues(t, 200, rp.Data[0].Amount, "newest first")
-	require.Equal(t, fmt.Sprintf("/payments/%d/refunds", ids[0]), rp.URL)
-	requireProblem(t, svc.Do(t, http.MethodGet, fmt.Sprintf("/payments/%d/refunds", ids[0]), "", "Authorization", "Bearer "+otherKey),
+	require.Equal(t, "/payments/"+ids[0]+"/refunds", rp.URL)
+	requireProblem(t, svc.Do(t, http.MethodGet, "/payments/"+ids[0]+"/refunds", "", "Authorization", "Bearer "+otherKey),
 		http.StatusNotFound, "not-found")
-	requireProblem(t, svc.Do(t, http.MethodGet, fmt.Sprintf("/refunds/%d", rp.Data[0].ID), "", "Authorization", "Bearer "+otherKey),
+	requireProblem(t, svc.Do(t, http.MethodGet, "/refunds/"+rp.Data[0].ID, "", "Authorization", "Bearer "+otherKey),
 		http.StatusNotFound, "not-found")
 }
 

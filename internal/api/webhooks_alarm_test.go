@@ -113,7 +113,7 @@ func TestWebhookLateFailedRefundGivesItsAmountBackOnce(t *testing.T) {
 	require.Equal(t, http.StatusCreated, inFlight.Status, "body: %s", inFlight.Body)
 	amounts := func() (reserved, refunded int64) {
 		require.NoError(t, svc.Pool.QueryRow(context.Background(),
-			"SELECT amount_reserved, amount_refunded FROM payments WHERE id = $1", p.ID).Scan(&reserved, &refunded))
+			"SELECT amount_reserved, amount_refunded FROM payments WHERE id = $1", rowID(t, svc, p.ID)).Scan(&reserved, &refunded))
 		return reserved, refunded
 	}
 	reserved, _ := amounts()

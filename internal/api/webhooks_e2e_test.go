@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -138,8 +137,8 @@ func TestWebhookFromTheEmulatorMovesRefundsAndDisputes(t *testing.T) {
 	p := decode[payment](t, answered(t, func() *testutil.Response { return svc.PostPayment(t, apiKey, "pay", visa) }))
 	require.Equal(t, "succeeded", p.Status)
 	require.NoError(t, svc.Stripe.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
-	getRefund := func(id int64) refund {
-		return decode[refund](t, svc.Do(t, http.MethodGet, fmt.Sprintf("/refunds/%d", id), "", "Authorization", "Bearer "+apiKey))
+	getRefund := func(id string) refund {
+		return decode[refund](t, svc.Do(t, http.MethodGet, "/refunds/"+id, "", "Authorization", "Bearer "+apiKey))
 	}
 
 	r1 := decode[refund](t, answered(t, func() *testutil.Response { return postRefund(t, svc, apiKey, "r1", p.ID, `{"amount": 800}`) }))

@@ -183,7 +183,7 @@ func TestWebhookRefundEventsOutOfOrder(t *testing.T) {
 
 	t0 := time.Now().Add(-time.Hour)
 	getRefund := func() refund {
-		return decode[refund](t, svc.Do(t, http.MethodGet, fmt.Sprintf("/refunds/%d", r.ID), "", "Authorization", "Bearer "+apiKey))
+		return decode[refund](t, svc.Do(t, http.MethodGet, "/refunds/"+r.ID, "", "Authorization", "Bearer "+apiKey))
 	}
 	_, newer := event("refund.updated", succeeded, t0.Add(2*time.Minute))
 	_, older := event("refund.updated", pending, t0.Add(time.Minute))

@@ -94,9 +94,9 @@ AS $$ SELECT CASE WHEN j % 3 = 0 THEN 'requested_by_customer' END $$;
 CREATE FUNCTION pg_temp.fill_payment_canon(amount bigint, currency text, pm text, description text) RETURNS text LANGUAGE sql STABLE
 AS $$ SELECT '{"amount":' || amount || ',"currency":"' || currency || '"'
           || coalesce(',"description":"' || description || '"', '') || ',"payment_method":"' || pm || '"}' $$;
-CREATE FUNCTION pg_temp.fill_refund_canon(j bigint, amount bigint, payment_id bigint) RETURNS text LANGUAGE sql STABLE
+CREATE FUNCTION pg_temp.fill_refund_canon(j bigint, amount bigint, payment_ref text) RETURNS text LANGUAGE sql STABLE
 AS $$ SELECT '{' || CASE WHEN j % 2 = 0 THEN '' ELSE '"amount":' || pg_temp.fill_refund_amount(j, amount) || ',' END
-          || '"payment_id":' || payment_id || coalesce(',"reason":"' || pg_temp.fill_reason(j) || '"', '') || '}' $$;
+          || '"payment_id":"' || payment_ref || '"' || coalesce(',"reason":"' || pg_temp.fill_reason(j) || '"', '') || '}' $$;
 CREATE FUNCTION pg_temp.fill_fingerprint(path_pattern text, canon text) RETURNS bytea LANGUAGE sql STABLE
 AS $$ SELECT sha256(convert_to('POST' || chr(10) || path_pattern || chr(10) || canon, 'UTF8')) $$;
 
@@ -109,13 +109,39 @@ CREATE FUNCTION pg_temp.fill_refund_body(j bigint, amount bigint) RETURNS text L
 AS $$ SELECT '{' || concat_ws(',', CASE WHEN j % 2 = 1 THEN '"amount":' || pg_temp.fill_refund_amount(j, amount) END,
                                    '"reason":"' || pg_temp.fill_reason(j) || '"') || '}' $$;
 
+-- Public ids (package ids): a UUIDv7 of the row's creation time, its
+-- random bits from seed (so a fill is the same every time), and the id as
+-- the API shows it, prefix and 26 lowercase Crockford base32 digits.
+CREATE FUNCTION pg_temp.fill_uuid(t timestamptz, seed text) RETURNS uuid LANGUAGE sql IMMUTABLE
+AS $$ SELECT encode(set_byte(set_byte(
+              overlay(r PLACING substring(int8send((extract(epoch FROM t) * 1000)::bigint) FROM 3) FROM 1 FOR 6),
+              6, (get_byte(r, 6) & 15) | 112), 8, (get_byte(r, 8) & 63) | 128), 'hex')::uuid
+      FROM decode(md5(seed), 'hex') AS r $$;
+CREATE FUNCTION pg_temp.fill_public_id(prefix text, u uuid) RETURNS text LANGUAGE sql IMMUTABLE
+AS $$ SELECT prefix || '_'
+          || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 1 FOR 5)::int + 1, 1) || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 6 FOR 5)::int + 1, 1)
+          || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 11 FOR 5)::int + 1, 1) || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 16 FOR 5)::int + 1, 1)
+          || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 21 FOR 5)::int + 1, 1) || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 26 FOR 5)::int + 1, 1)
+          || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 31 FOR 5)::int + 1, 1) || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 36 FOR 5)::int + 1, 1)
+          || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 41 FOR 5)::int + 1, 1) || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 46 FOR 5)::int + 1, 1)
+          || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 51 FOR 5)::int + 1, 1) || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 56 FOR 5)::int + 1, 1)
+          || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 61 FOR 5)::int + 1, 1) || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 66 FOR 5)::int + 1, 1)
+          || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 71 FOR 5)::int + 1, 1) || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 76 FOR 5)::int + 1, 1)
+          || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 81 FOR 5)::int + 1, 1) || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 86 FOR 5)::int + 1, 1)
+          || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 91 FOR 5)::int + 1, 1) || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 96 FOR 5)::int + 1, 1)
+          || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 101 FOR 5)::int + 1, 1) || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 106 FOR 5)::int + 1, 1)
+          || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 111 FOR 5)::int + 1, 1) || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 116 FOR 5)::int + 1, 1)
+          || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 121 FOR 5)::int + 1, 1) || substr('0123456789abcdefghjkmnpqrstvwxyz', substring(b FROM 126 FOR 5)::int + 1, 1)
+      FROM (SELECT ('x' || encode(uuid_send(u), 'hex'))::bit(128) || B'00' AS b) AS s $$;
+
 -- What one chunk of keys needs, computed once per position.
 CREATE TEMP TABLE fill_src (
     n bigint, key_id bigint, is_refund boolean, user_id bigint, key text,
     created_at timestamptz, finished_at timestamptz,
     payment_id bigint, amount bigint, currency text, pm text, description text, declined boolean, pi_id text,
     refund_id bigint, refund_index bigint, refund_amount bigint, reason text, re_id text,
-    refunded bigint, payment_updated_at timestamptz, intent_id text, canon text, receipt_id bigint
+    refunded bigint, payment_updated_at timestamptz, intent_id text, canon text, receipt_id bigint,
+    payment_uuid uuid, payment_ref text, refund_uuid uuid, refund_ref text
 ) ON COMMIT DELETE ROWS;
 `
 
@@ -130,9 +156,11 @@ SELECT n, key_id, is_refund, user_id, key, created_at, finished_at,
        refunded, payment_updated_at,
        substr(encode(sha256(convert_to('{{NAMESPACE}}', 'UTF8') || '\x00'::bytea || convert_to(user_id::text, 'UTF8')
               || '\x00'::bytea || convert_to(key, 'UTF8')), 'hex'), 1, 32),
-       CASE WHEN is_refund THEN pg_temp.fill_refund_canon(refund_index, amount, payment_id)
+       CASE WHEN is_refund THEN pg_temp.fill_refund_canon(refund_index, amount, pg_temp.fill_public_id('pay', payment_uuid))
             ELSE pg_temp.fill_payment_canon(amount, currency, pm, description) END,
-       CASE WHEN NOT is_refund AND NOT declined THEN {{RECEIPT_BASE}} + i - 2 * (i / 25) - least(i % 25, 2) END
+       CASE WHEN NOT is_refund AND NOT declined THEN {{RECEIPT_BASE}} + i - 2 * (i / 25) - least(i % 25, 2) END,
+       payment_uuid, pg_temp.fill_public_id('pay', payment_uuid),
+       refund_uuid, CASE WHEN is_refund THEN pg_temp.fill_public_id('re', refund_uuid) END
 FROM (
     SELECT n, i, {{KEY_BASE}} + n AS key_id, is_refund, pg_temp.fill_user(i) AS user_id,
            pg_temp.fill_key(md5('k' || ({{KEY_BASE}} + n)), n) AS key,
@@ -144,7 +172,10 @@ FROM (
            pg_temp.fill_refund_amount(j, pg_temp.fill_amount(i)) AS refund_amount, pg_temp.fill_reason(j) AS reason,
            're_' || substr(md5('re' || ({{REFUND_BASE}} + j)), 1, 24) AS re_id,
            coalesce(pg_temp.fill_refund_amount(r, pg_temp.fill_amount(i)), 0) AS refunded,
-           coalesce(pg_temp.fill_t1(21 * r + 20), pg_temp.fill_t1(n)) AS payment_updated_at
+           coalesce(pg_temp.fill_t1(21 * r + 20), pg_temp.fill_t1(n)) AS payment_updated_at,
+           -- A payment's key is at position 21 (i / 20) + i % 20.
+           pg_temp.fill_uuid(pg_temp.fill_t0(21 * (i / 20) + i % 20), 'p' || ({{PAYMENT_BASE}} + i)) AS payment_uuid,
+           CASE WHEN is_refund THEN pg_temp.fill_uuid(pg_temp.fill_t0(n), 'r' || ({{REFUND_BASE}} + j)) END AS refund_uuid
     FROM (
         SELECT n, n % 21 = 20 AS is_refund,
                CASE WHEN n % 21 = 20 THEN pg_temp.fill_refunded(n / 21) ELSE 20 * (n / 21) + n % 21 END AS i,
@@ -162,23 +193,23 @@ INSERT INTO idempotency_keys (
     request_params, request_fingerprint, request_digest, recovery_point, lock_token, locked_at, locked_by, runs,
     response_code, response_headers, response_body, finished_at, needs_attention_at, last_error, flow)
 SELECT key_id, user_id, key, created_at, finished_at, 'POST',
-       CASE WHEN is_refund THEN '/payments/' || payment_id || '/refunds' ELSE '/payments' END,
+       CASE WHEN is_refund THEN '/payments/' || payment_ref || '/refunds' ELSE '/payments' END,
        canon::jsonb,
        pg_temp.fill_fingerprint(CASE WHEN is_refund THEN '/payments/{id}/refunds' ELSE '/payments' END, canon),
-       CASE WHEN is_refund THEN pg_temp.fill_digest('/payments/' || payment_id || '/refunds', pg_temp.fill_refund_body(refund_index, amount))
+       CASE WHEN is_refund THEN pg_temp.fill_digest('/payments/' || payment_ref || '/refunds', pg_temp.fill_refund_body(refund_index, amount))
             ELSE pg_temp.fill_digest('/payments', canon) END,
        'finished', NULL, NULL, NULL, 1,
        CASE WHEN is_refund OR NOT declined THEN 201 ELSE 402 END,
-       CASE WHEN is_refund THEN jsonb_build_object('Content-Type', 'application/json', 'Location', '/refunds/' || refund_id)
-            WHEN NOT declined THEN jsonb_build_object('Content-Type', 'application/json', 'Location', '/payments/' || payment_id)
+       CASE WHEN is_refund THEN jsonb_build_object('Content-Type', 'application/json', 'Location', '/refunds/' || refund_ref)
+            WHEN NOT declined THEN jsonb_build_object('Content-Type', 'application/json', 'Location', '/payments/' || payment_ref)
             ELSE jsonb_build_object('Content-Type', 'application/problem+json') END,
        convert_to(CASE
            WHEN is_refund THEN
-               '{"id":' || refund_id || ',"payment_id":' || payment_id || ',"amount":' || refund_amount
+               '{"id":"' || refund_ref || '","payment_id":"' || payment_ref || '","amount":' || refund_amount
                || ',"currency":"' || currency || '","status":"succeeded","reason":' || coalesce('"' || reason || '"', 'null')
                || ',"stripe_refund_id":"' || re_id || '","created_at":"' || pg_temp.fill_gotime(created_at) || '"}'
            WHEN NOT declined THEN
-               '{"id":' || payment_id || ',"amount":' || amount || ',"currency":"' || currency
+               '{"id":"' || payment_ref || '","amount":' || amount || ',"currency":"' || currency
                || '","status":"succeeded","stripe_payment_intent_id":"' || pi_id
                || '","description":' || coalesce('"' || description || '"', 'null')
                || ',"amount_refunded":0,"disputed":false,"created_at":"' || pg_temp.fill_gotime(created_at) || '"}'
@@ -186,7 +217,7 @@ SELECT key_id, user_id, key, created_at, finished_at, 'POST',
                '{"type":"https://paymentsd.dev/problems/card-declined","title":"Card declined","status":402,"detail":"'
                || CASE WHEN pm = 'pm_card_chargeDeclinedInsufficientFunds' THEN 'Your card has insufficient funds.'
                        ELSE 'Your card was declined.' END
-               || '","payment_id":' || payment_id || ',"decline_code":"'
+               || '","payment_id":"' || payment_ref || '","decline_code":"'
                || CASE pm WHEN 'pm_card_chargeDeclinedInsufficientFunds' THEN 'insufficient_funds'
                           WHEN 'pm_card_chargeDeclinedLostCard' THEN 'lost_card' ELSE 'generic_decline' END || '"}'
            END || chr(10), 'UTF8'),
@@ -199,7 +230,7 @@ INSERT INTO payments (
     id, user_id, idempotency_key_id, amount, currency, payment_method, description, status,
     stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at,
     charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at,
-    intent_id, disputed_at)
+    intent_id, disputed_at, public_id)
 SELECT payment_id, user_id, key_id, amount, currency, pm, description,
        CASE WHEN declined THEN 'failed' ELSE 'succeeded' END, pi_id,
        CASE WHEN NOT declined THEN NULL
@@ -208,7 +239,7 @@ SELECT payment_id, user_id, key_id, amount, currency, pm, description,
        CASE WHEN NOT declined THEN NULL
             WHEN pm = 'pm_card_chargeDeclinedInsufficientFunds' THEN 'Your card has insufficient funds.'
             ELSE 'Your card was declined.' END,
-       created_at, payment_updated_at, 1, NULL, refunded, refunded, created_at, intent_id, NULL
+       created_at, payment_updated_at, 1, NULL, refunded, refunded, created_at, intent_id, NULL, payment_uuid
 FROM fill_src
 WHERE NOT is_refund`},
 
@@ -216,9 +247,9 @@ WHERE NOT is_refund`},
 INSERT INTO refunds (
     id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id,
     failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at,
-    intent_id, status_at)
+    intent_id, status_at, public_id, payment_public_id)
 SELECT refund_id, user_id, payment_id, key_id, refund_amount, currency, reason, 'succeeded', re_id,
-       NULL, 1, NULL, created_at, created_at, finished_at, intent_id, NULL
+       NULL, 1, NULL, created_at, created_at, finished_at, intent_id, NULL, refund_uuid, payment_uuid
 FROM fill_src
 WHERE is_refund`},
 
@@ -277,22 +308,34 @@ FROM fill_src`},
 const fillTombstones = `
 INSERT INTO idempotency_key_tombstones (
     user_id, idempotency_key, request_method, request_path, request_fingerprint,
-    response_code, resource_type, resource_id, finished_at, reaped_at)
+    response_code, resource_type, resource_id, resource_public_id, finished_at, reaped_at)
 SELECT pg_temp.fill_user(i), pg_temp.fill_key(md5('k' || ({{TOMB_KEY_BASE}} + m)), m), 'POST',
-       CASE WHEN is_refund THEN '/payments/' || ({{TOMB_PAYMENT_BASE}} + i) || '/refunds' ELSE '/payments' END,
+       CASE WHEN is_refund THEN '/payments/' || payment_ref || '/refunds' ELSE '/payments' END,
        CASE WHEN is_refund
-            THEN pg_temp.fill_fingerprint('/payments/{id}/refunds', pg_temp.fill_refund_canon(m / 21, pg_temp.fill_amount(i), {{TOMB_PAYMENT_BASE}} + i))
+            THEN pg_temp.fill_fingerprint('/payments/{id}/refunds', pg_temp.fill_refund_canon(m / 21, pg_temp.fill_amount(i), payment_ref))
             ELSE pg_temp.fill_fingerprint('/payments', pg_temp.fill_payment_canon(pg_temp.fill_amount(i), pg_temp.fill_currency(i), pg_temp.fill_pm(i), pg_temp.fill_description(i)))
        END,
        CASE WHEN NOT is_refund AND pg_temp.fill_declined(i) THEN 402 ELSE 201 END,
        CASE WHEN is_refund THEN 'refund' ELSE 'payment' END,
        CASE WHEN is_refund THEN {{TOMB_REFUND_BASE}} + m / 21 ELSE {{TOMB_PAYMENT_BASE}} + i END,
-       reaped_at - make_interval(secs => {{RETENTION}}::float8 + (pg_temp.fill_h(m + 17) % 60)::float8),
-       reaped_at
+       CASE WHEN is_refund THEN pg_temp.fill_uuid(finished_at, 'tr' || ({{TOMB_REFUND_BASE}} + m / 21)) ELSE payment_uuid END,
+       finished_at, reaped_at
 FROM (
-    SELECT m, m % 21 = 20 AS is_refund,
-           CASE WHEN m % 21 = 20 THEN 20 * (m / 21) + 7 ELSE 20 * (m / 21) + m % 21 END AS i,
-           to_timestamp({{ANCHOR}}::float8 - {{TOMB_RETENTION}}::float8 - {{TOMB_BACKLOG_SPAN}}::float8
-                        + {{TOMB_SPAN}}::float8 * (m::float8 + 0.5) / {{TOMBSTONES}}::float8) AS reaped_at
-    FROM generate_series({{LO}}::bigint, {{HI}}::bigint - 1) AS m
+    SELECT m, is_refund, i, reaped_at, finished_at, payment_uuid, pg_temp.fill_public_id('pay', payment_uuid) AS payment_ref
+    FROM (
+        SELECT m, is_refund, i, reaped_at, finished_at,
+               pg_temp.fill_uuid(finished_at, 'tp' || ({{TOMB_PAYMENT_BASE}} + i)) AS payment_uuid
+        FROM (
+            SELECT m, is_refund, i, reaped_at,
+                   reaped_at - make_interval(secs => {{RETENTION}}::float8 + (pg_temp.fill_h(m + 17) % 60)::float8) AS finished_at
+            FROM (
+                SELECT m, m % 21 = 20 AS is_refund,
+                       CASE WHEN m % 21 = 20 THEN 20 * (m / 21) + 7 ELSE 20 * (m / 21) + m % 21 END AS i,
+                       to_timestamp({{ANCHOR}}::float8 - {{TOMB_RETENTION}}::float8 - {{TOMB_BACKLOG_SPAN}}::float8
+                                    + {{TOMB_SPAN}}::float8 * (m::float8 + 0.5) / {{TOMBSTONES}}::float8) AS reaped_at
+                FROM generate_series({{LO}}::bigint, {{HI}}::bigint - 1) AS m
+            ) AS r
+        ) AS f
+        OFFSET 0 -- compute each uuid once
+    ) AS u
 ) AS t`

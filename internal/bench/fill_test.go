@@ -23,6 +23,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/bench"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/idempotency"
+	"github.com/paymentsd/paymentsd/internal/ids"
 	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 	"github.com/paymentsd/paymentsd/internal/workers"
@@ -176,11 +177,11 @@ func TestFillShape(t *testing.T) {
 	real := users[0]
 	resp := post(t, svc, real.APIKey, "/payments", "real-ok", `{"amount":2000,"currency":"usd","payment_method":"pm_card_visa","description":"Order #1"}`)
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
-	var paid struct{ ID int64 }
+	var paid struct{ ID string }
 	require.NoError(t, json.Unmarshal(resp.Body, &paid))
 	resp = post(t, svc, real.APIKey, "/payments", "real-declined", `{"amount":1500,"currency":"eur","payment_method":"pm_card_chargeDeclined"}`)
 	require.Equal(t, http.StatusPaymentRequired, resp.Status, "%s", resp.Body)
-	resp = post(t, svc, real.APIKey, fmt.Sprintf("/payments/%d/refunds", paid.ID), "real-refund", `{"amount":500,"reason":"requested_by_customer"}`)
+	resp = post(t, svc, real.APIKey, "/payments/"+paid.ID+"/refunds", "real-refund", `{"amount":500,"reason":"requested_by_customer"}`)
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 	before := schema(t, pool)
 
@@ -424,12 +425,16 @@ func TestFillShape(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s", resp.Body)
 	require.Contains(t, string(resp.Body), "idempotency-key-reused")
 
-	// A new payment after the fill gets the next id.
+	// A new payment after the fill gets the next row id.
 	resp = post(t, svc, real.APIKey, "/payments", "after-fill", `{"amount":700,"currency":"usd","payment_method":"pm_card_visa"}`)
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
-	var after struct{ ID int64 }
+	var after struct{ ID string }
 	require.NoError(t, json.Unmarshal(resp.Body, &after))
-	require.Equal(t, stats.LastPaymentID+1, after.ID)
+	public, err := ids.Parse(ids.Payment, after.ID)
+	require.NoError(t, err)
+	var rowID int64
+	require.NoError(t, pool.QueryRow(ctx, "SELECT id FROM payments WHERE public_id = $1", public).Scan(&rowID))
+	require.Equal(t, stats.LastPaymentID+1, rowID)
 
 	// The reaper moves the backlog to tombstones and deletes the expired
 	// tombstones, and the reading says so.

@@ -110,10 +110,10 @@ func (c *Clients) newIntent(rng *rand.Rand, idx, n int) *Intent {
 // own keys, of which the service must refuse one.
 func (c *Clients) refund(ctx context.Context, rng *rand.Rand, paid *Intent) {
 	var payment struct {
-		ID     int64 `json:"id"`
-		Amount int64 `json:"amount"`
+		ID     string `json:"id"`
+		Amount int64  `json:"amount"`
 	}
-	if json.Unmarshal(paid.Response, &payment) != nil || payment.ID == 0 {
+	if json.Unmarshal(paid.Response, &payment) != nil || payment.ID == "" {
 		return
 	}
 	newRefund := func(i int, body map[string]any) *Intent {

@@ -23,7 +23,7 @@ type Intent struct {
 	// Refund is set for a refund of payment PaymentID; otherwise the
 	// intent is a payment.
 	Refund    bool
-	PaymentID int64
+	PaymentID string
 	Body      []byte
 	Card      string
 	Amount    int64
@@ -65,7 +65,7 @@ func (in *Intent) Definite() bool { return in.Status != 0 }
 // Path is where the intent is sent.
 func (in *Intent) Path() string {
 	if in.Refund {
-		return "/payments/" + strconv.FormatInt(in.PaymentID, 10) + "/refunds"
+		return "/payments/" + in.PaymentID + "/refunds"
 	}
 	return "/payments"
 }

@@ -198,8 +198,8 @@ func checkOutcome(c *Check, in *Intent, k *KeyRow, snap *Snapshot, piOf map[int6
 			p.PaymentMethod, p.UserID, in.Body)
 	}
 	var body struct {
-		ID        int64   `json:"id"`
-		PaymentID int64   `json:"payment_id"`
+		ID        string  `json:"id"`
+		PaymentID string  `json:"payment_id"`
 		Amount    int64   `json:"amount"`
 		Status    any     `json:"status"` // a string for a payment, a number for a problem
 		PI        *string `json:"stripe_payment_intent_id"`
@@ -218,7 +218,7 @@ func checkOutcome(c *Check, in *Intent, k *KeyRow, snap *Snapshot, piOf map[int6
 			c.Failf("key %s answered 201, but payment %d is %s with PaymentIntent %s", in.Key, p.ID, p.Status, deref(p.PaymentIntentID))
 		case len(succeeded) != 1 || succeeded[0].ID != *p.PaymentIntentID:
 			c.Failf("key %s: payment %d records %s, succeeded PaymentIntents are %v", in.Key, p.ID, *p.PaymentIntentID, piIDs(succeeded))
-		case body.ID != p.ID || body.Amount != in.Amount || body.Status != "succeeded" || deref(body.PI) != *p.PaymentIntentID:
+		case body.ID != p.PublicID || body.Amount != in.Amount || body.Status != "succeeded" || deref(body.PI) != *p.PaymentIntentID:
 			c.Failf("key %s: stored body %s does not describe payment %d (%s)", in.Key, k.ResponseBody, p.ID, *p.PaymentIntentID)
 		}
 	case http.StatusPaymentRequired:
@@ -229,7 +229,7 @@ func checkOutcome(c *Check, in *Intent, k *KeyRow, snap *Snapshot, piOf map[int6
 			c.Failf("key %s answered 402, but payment %d is %s", in.Key, p.ID, p.Status)
 		case len(succeeded) != 0:
 			c.Failf("key %s answered 402, but payment %d was charged by %v", in.Key, p.ID, piIDs(succeeded))
-		case body.PaymentID != p.ID:
+		case body.PaymentID != p.PublicID:
 			c.Failf("key %s: stored problem %s does not name payment %d", in.Key, k.ResponseBody, p.ID)
 		}
 	}

@@ -24,13 +24,13 @@ func metadataOf(key string) map[string]string {
 // test then breaks in one place.
 func world() ([]*Intent, *Snapshot) {
 	user := User{UserID: 7, APIKey: "k"}
-	paid := []byte(`{"id":1,"amount":500,"currency":"usd","status":"succeeded","stripe_payment_intent_id":"pi_a"}`)
-	declined := []byte(`{"type":"https://paymentsd.dev/problems/card-declined","status":402,"payment_id":2}`)
-	refunded := []byte(`{"id":1,"payment_id":1,"amount":200,"status":"succeeded"}`)
+	paid := []byte(`{"id":"pay_1","amount":500,"currency":"usd","status":"succeeded","stripe_payment_intent_id":"pi_a"}`)
+	declined := []byte(`{"type":"https://paymentsd.dev/problems/card-declined","status":402,"payment_id":"pay_2"}`)
+	refunded := []byte(`{"id":"re_1","payment_id":"pay_1","amount":200,"status":"succeeded"}`)
 	intents := []*Intent{
 		{User: user, Key: "a", Card: CardVisa, Amount: 500, Status: 201, Response: paid, MustExist: true},
 		{User: user, Key: "b", Card: CardDeclined, Amount: 900, Status: 402, Response: declined, MustExist: true},
-		{User: user, Key: "a-refund-1", Refund: true, PaymentID: 1, Amount: 200, Status: 201, Response: refunded, MustExist: true},
+		{User: user, Key: "a-refund-1", Refund: true, PaymentID: "pay_1", Amount: 200, Status: 201, Response: refunded, MustExist: true},
 	}
 	intents[2].Parent = intents[0]
 	code201, code402 := int32(201), int32(402)
@@ -43,9 +43,9 @@ func world() ([]*Intent, *Snapshot) {
 			{7, "a-refund-1"}: {{ID: keyR, UserID: 7, Key: "a-refund-1", RecoveryPoint: "finished", ResponseCode: &code201, ResponseBody: refunded, Runs: 1}},
 		},
 		Payments: map[int64]*PaymentRow{
-			1: {ID: 1, UserID: 7, KeyID: &keyA, Amount: 500, Currency: "usd", PaymentMethod: CardVisa, Status: "succeeded", PaymentIntentID: &piA,
+			1: {ID: 1, PublicID: "pay_1", UserID: 7, KeyID: &keyA, Amount: 500, Currency: "usd", PaymentMethod: CardVisa, Status: "succeeded", PaymentIntentID: &piA,
 				AmountRefunded: 200, AmountReserved: 200},
-			2: {ID: 2, UserID: 7, KeyID: &keyB, Amount: 900, Currency: "usd", PaymentMethod: CardDeclined, Status: "failed"},
+			2: {ID: 2, PublicID: "pay_2", UserID: 7, KeyID: &keyB, Amount: 900, Currency: "usd", PaymentMethod: CardDeclined, Status: "failed"},
 		},
 		Receipts: map[int64]int{1: 1},
 		Outbox:   map[int64]int{},
@@ -55,7 +55,7 @@ func world() ([]*Intent, *Snapshot) {
 		},
 	}
 	snap.PaymentsOf = map[int64][]*PaymentRow{keyA: {snap.Payments[1]}, keyB: {snap.Payments[2]}}
-	refund := &RefundRow{ID: 1, PaymentID: 1, KeyID: &keyR, Amount: 200, Status: "succeeded", StripeRefundID: &reA}
+	refund := &RefundRow{ID: 1, PublicID: "re_1", PaymentID: 1, KeyID: &keyR, Amount: 200, Status: "succeeded", StripeRefundID: &reA}
 	snap.Refunds, snap.RefundsOf = map[int64]*RefundRow{1: refund}, map[int64]*RefundRow{keyR: refund}
 	snap.StripeRefunds = []stripefake.Refund{{ID: reA, PaymentIntent: piA, Amount: 200, Status: stripefake.RefundSucceeded, Metadata: metadataOf("a-refund-1")}}
 	return intents, snap

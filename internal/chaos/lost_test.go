@@ -14,12 +14,12 @@ import (
 // payment 1 became a refund of payment 3.
 func readopted() ([]*Intent, *Snapshot) {
 	intents, snap := world()
-	paid := []byte(`{"id":3,"amount":500,"currency":"usd","status":"succeeded","stripe_payment_intent_id":"pi_a"}`)
+	paid := []byte(`{"id":"pay_3","amount":500,"currency":"usd","status":"succeeded","stripe_payment_intent_id":"pi_a"}`)
 	k := snap.Keys[UserKey{7, "a"}][0]
 	k.ID, k.ResponseBody = 20, paid
 	p := snap.Payments[1]
 	delete(snap.Payments, 1)
-	p.ID, p.KeyID = 3, &k.ID
+	p.ID, p.PublicID, p.KeyID = 3, "pay_3", &k.ID
 	snap.Payments[3] = p
 	snap.PaymentsOf = map[int64][]*PaymentRow{20: {p}, 11: {snap.Payments[2]}}
 	snap.Receipts = map[int64]int{3: 1}
@@ -162,7 +162,7 @@ func TestVerifyFailsWhatAFailoverMustNotDo(t *testing.T) {
 		{"charged again", FailoverAsync, []int{2, 3, 6, 7}, func(_ []*Intent, s *Snapshot, _ *Recovery) {
 			pi := "pi_again"
 			s.Payments[3].PaymentIntentID = &pi
-			s.Keys[UserKey{7, "a"}][0].ResponseBody = []byte(`{"id":3,"amount":500,"status":"succeeded","stripe_payment_intent_id":"pi_again"}`)
+			s.Keys[UserKey{7, "a"}][0].ResponseBody = []byte(`{"id":"pay_3","amount":500,"status":"succeeded","stripe_payment_intent_id":"pi_again"}`)
 			s.Intents = append(s.Intents, stripefake.PaymentIntent{ID: pi, Amount: 500, Status: stripefake.StatusSucceeded, Metadata: metadataOf("a")})
 		}},
 		{"answered otherwise than the resend", FailoverAsync, []int{2}, func(in []*Intent, _ *Snapshot, _ *Recovery) {

@@ -22,7 +22,7 @@ func checkRefund(c *Check, in *Intent, k *KeyRow, snap *Snapshot) {
 		}
 	}
 	var body struct {
-		ID     int64  `json:"id"`
+		ID     string `json:"id"`
 		Amount int64  `json:"amount"`
 		Status any    `json:"status"`
 		Type   string `json:"type"`
@@ -32,7 +32,7 @@ func checkRefund(c *Check, in *Intent, k *KeyRow, snap *Snapshot) {
 		return
 	}
 	switch {
-	case code == http.StatusCreated && (r == nil || r.ID != body.ID || r.StripeRefundID == nil || r.Status == "failed"):
+	case code == http.StatusCreated && (r == nil || r.PublicID != body.ID || r.StripeRefundID == nil || r.Status == "failed"):
 		c.Failf("refund key %s answered 201 %s, but its refund row is %+v", in.Key, k.ResponseBody, r)
 	case code == http.StatusCreated && in.Amount != 0 && r.Amount != in.Amount:
 		c.Failf("refund key %s asked for %d, refund %d is for %d", in.Key, in.Amount, r.ID, r.Amount)

@@ -42,7 +42,7 @@ func (c *Clients) Reconcile(ctx context.Context, pool *pgxpool.Pool, emu *Emulat
 	for i, in := range payments {
 		groups[i] = []*Intent{in}
 	}
-	c.resend(ctx, groups, func(in *Intent) int64 { return in.PaymentID })
+	c.resend(ctx, groups, func(in *Intent) string { return in.PaymentID })
 	if len(refunds) == 0 {
 		return len(payments), nil
 	}
@@ -62,14 +62,19 @@ func (c *Clients) Reconcile(ctx context.Context, pool *pgxpool.Pool, emu *Emulat
 		}
 		groups[i] = append(groups[i], in)
 	}
-	c.resend(ctx, groups, func(in *Intent) int64 { return snap.PaymentNow(in.Parent) })
+	c.resend(ctx, groups, func(in *Intent) string {
+		if p := snap.Payments[snap.PaymentNow(in.Parent)]; p != nil {
+			return p.PublicID
+		}
+		return ""
+	})
 	return len(payments) + len(refunds), nil
 }
 
 // resend sends each group's intents again, one after the other, to the
 // payment paymentOf names (for a refund); groups run at once, Config.Clients
 // at a time.
-func (c *Clients) resend(ctx context.Context, groups [][]*Intent, paymentOf func(*Intent) int64) {
+func (c *Clients) resend(ctx context.Context, groups [][]*Intent, paymentOf func(*Intent) string) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, c.Cfg.Clients)
 	for i, group := range groups {

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/paymentsd/paymentsd/internal/ids"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 )
 
@@ -33,7 +34,9 @@ type KeyRow struct {
 
 // RefundRow is a refund as the harness reads it back.
 type RefundRow struct {
-	ID             int64
+	ID int64
+	// PublicID is the id the API shows (re_…).
+	PublicID       string
 	PaymentID      int64
 	KeyID          *int64
 	Amount         int64
@@ -43,7 +46,9 @@ type RefundRow struct {
 
 // PaymentRow is a payment as the harness reads it back.
 type PaymentRow struct {
-	ID              int64
+	ID int64
+	// PublicID is the id the API shows (pay_…).
+	PublicID        string
 	UserID          int64
 	KeyID           *int64
 	Amount          int64
@@ -124,17 +129,19 @@ func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snap
 		return nil, fmt.Errorf("error reading idempotency keys: %w", err)
 	}
 
-	rows, err = pool.Query(ctx, `SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, status,
+	rows, err = pool.Query(ctx, `SELECT id, public_id, user_id, idempotency_key_id, amount, currency, payment_method, status,
 		stripe_payment_intent_id, amount_refunded, amount_reserved FROM payments`)
 	if err != nil {
 		return nil, fmt.Errorf("error reading payments: %w", err)
 	}
 	for rows.Next() {
 		p := &PaymentRow{}
-		if err := rows.Scan(&p.ID, &p.UserID, &p.KeyID, &p.Amount, &p.Currency, &p.PaymentMethod, &p.Status,
+		var public uuid.UUID
+		if err := rows.Scan(&p.ID, &public, &p.UserID, &p.KeyID, &p.Amount, &p.Currency, &p.PaymentMethod, &p.Status,
 			&p.PaymentIntentID, &p.AmountRefunded, &p.AmountReserved); err != nil {
 			return nil, err
 		}
+		p.PublicID = ids.Format(ids.Payment, public)
 		s.Payments[p.ID] = p
 		if p.KeyID != nil {
 			s.PaymentsOf[*p.KeyID] = append(s.PaymentsOf[*p.KeyID], p)
@@ -176,15 +183,17 @@ func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snap
 		return nil, fmt.Errorf("error reading the receipt outbox: %w", err)
 	}
 
-	rows, err = pool.Query(ctx, `SELECT id, payment_id, idempotency_key_id, amount, status, stripe_refund_id FROM refunds`)
+	rows, err = pool.Query(ctx, `SELECT id, public_id, payment_id, idempotency_key_id, amount, status, stripe_refund_id FROM refunds`)
 	if err != nil {
 		return nil, fmt.Errorf("error reading refunds: %w", err)
 	}
 	for rows.Next() {
 		r := &RefundRow{}
-		if err := rows.Scan(&r.ID, &r.PaymentID, &r.KeyID, &r.Amount, &r.Status, &r.StripeRefundID); err != nil {
+		var public uuid.UUID
+		if err := rows.Scan(&r.ID, &public, &r.PaymentID, &r.KeyID, &r.Amount, &r.Status, &r.StripeRefundID); err != nil {
 			return nil, err
 		}
+		r.PublicID = ids.Format(ids.Refund, public)
 		s.Refunds[r.ID] = r
 		if r.KeyID != nil {
 			s.RefundsOf[*r.KeyID] = r

@@ -2,9 +2,11 @@ package phases
 
 import (
 	"bytes"
+	"strconv"
 	"time"
 
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/ids"
 )
 
 // KeyExpiredError means the key was used before, its request finished, and
@@ -17,9 +19,10 @@ type KeyExpiredError struct {
 	// ResourceType names what the original request made, such as
 	// "payment"; it is empty when the request made nothing.
 	ResourceType string
-	// ResourceID is the id of what the original request made (zero when
-	// it made nothing).
-	ResourceID int64
+	// ResourceID is the id the client saw of what the original request
+	// made (pay_…, re_…, or the number of one made before public ids; ""
+	// when it made nothing).
+	ResourceID string
 	// SameRequest is true when the refused request has the original's
 	// fingerprint: a late retry, not the key reused for another request.
 	SameRequest bool
@@ -38,10 +41,22 @@ func keyExpired(req *Request, found *dbsqlc.IdempotencyKeyExistsRow) *KeyExpired
 		SameRequest:  bytes.Equal(found.TombstoneFingerprint, req.Fingerprint),
 	}
 	if found.TombstoneResourceType != nil && found.TombstoneResourceID != nil {
-		err.ResourceType, err.ResourceID = *found.TombstoneResourceType, *found.TombstoneResourceID
+		err.ResourceType, err.ResourceID = *found.TombstoneResourceType, strconv.FormatInt(*found.TombstoneResourceID, 10)
+		if found.TombstoneResourcePublicID.Valid {
+			err.ResourceID = ids.Format(resourcePrefix(err.ResourceType), found.TombstoneResourcePublicID.UUID)
+		}
 	}
 	if found.TombstoneFinishedAt != nil {
 		err.FinishedAt = *found.TombstoneFinishedAt
 	}
 	return err
+}
+
+// resourcePrefix is the id prefix of a tombstone's resource type, as
+// IdempotencyKeyReap names them.
+func resourcePrefix(resourceType string) string {
+	if resourceType == "refund" {
+		return ids.Refund
+	}
+	return ids.Payment
 }

@@ -66,8 +66,8 @@ type Problem struct {
 	Status        int          `json:"status"`
 	Detail        string       `json:"detail,omitempty"`
 	Errors        []FieldError `json:"errors,omitempty"`
-	PaymentID     int64        `json:"payment_id,omitempty"`
-	RefundID      int64        `json:"refund_id,omitempty"`
+	PaymentID     string       `json:"payment_id,omitempty"`
+	RefundID      string       `json:"refund_id,omitempty"`
 	DeclineCode   string       `json:"decline_code,omitempty"`
 	ProcessorCode string       `json:"processor_code,omitempty"`
 }

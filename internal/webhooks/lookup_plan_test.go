@@ -26,8 +26,8 @@ func TestEventLookupsReadOnlyUnresolvedIntents(t *testing.T) {
 		       CASE WHEN n % 500 = 0 THEN 'pending' ELSE 'succeeded' END,
 		       CASE WHEN n % 500 = 0 THEN NULL ELSE 'pi_' || md5(n::text) END
 		FROM generate_series(1, 20000) AS n;
-		INSERT INTO refunds (user_id, payment_id, intent_id, amount, currency, stripe_refund_id)
-		SELECT p.user_id, p.id, md5('r' || p.id), 1, 'usd',
+		INSERT INTO refunds (user_id, payment_id, payment_public_id, intent_id, amount, currency, stripe_refund_id)
+		SELECT p.user_id, p.id, p.public_id, md5('r' || p.id), 1, 'usd',
 		       CASE WHEN p.id % 500 = 0 THEN NULL ELSE 're_' || md5(p.id::text) END
 		FROM payments AS p WHERE p.stripe_payment_intent_id IS NOT NULL;
 		ANALYZE payments, refunds`)

@@ -12,10 +12,10 @@ export const declined: CardDeclined = {
   title: "Card declined",
   status: 402,
   detail: "Your card was declined.",
-  payment_id: 43,
+  payment_id: "pay_06h1s0zdkdwhqcjse51dmdhapg",
   decline_code: "generic_decline",
 };
-export const paymentID: number = declined.payment_id;
+export const paymentID: string = declined.payment_id;
 export const declineCode: string = declined.decline_code;
 
 // @ts-expect-error: payment_id and decline_code are required, not optional.

@@ -26,7 +26,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +37,7 @@ import (
 
 	"github.com/paymentsd/paymentsd/internal/bench"
 	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/ids"
 	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/profiling"
@@ -67,7 +67,7 @@ RETURNING id, lock_token`
            jsonb_build_object('status', p.status, 'idempotency_key_id', p.idempotency_key_id)
     FROM payment AS p
 )
-SELECT id, created_at FROM payment`
+SELECT id, public_id, created_at FROM payment`
 	advanceKey = `UPDATE idempotency_keys SET recovery_point = 'payment_created', locked_at = now(), last_run_at = now()
 WHERE id = $1 AND lock_token = $2`
 
@@ -189,6 +189,7 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 	}
 	in := intent.Intent{Namespace: s.namespace, UserID: user, Key: key}
 	var (
+		publicID         uuid.UUID
 		keyID, paymentID int64
 		token            uuid.UUID
 		created          time.Time
@@ -198,7 +199,7 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 			return err // pgx.ErrNoRows: the key exists
 		}
 		err := tx.QueryRow(ctx, insertPayment, user, keyID, in.ID(), p.Amount, p.Currency, p.PaymentMethod, p.Description).
-			Scan(&paymentID, &created)
+			Scan(&paymentID, &publicID, &created)
 		if err == nil {
 			_, err = tx.Exec(ctx, advanceKey, keyID, token)
 		}
@@ -219,10 +220,10 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body, _ := json.Marshal(payments.View{ID: paymentID, Amount: p.Amount, Currency: p.Currency, Status: "succeeded",
+	body, _ := json.Marshal(payments.View{ID: ids.Format(ids.Payment, publicID), Amount: p.Amount, Currency: p.Currency, Status: "succeeded",
 		StripePaymentIntentID: &pi.ID, Description: p.Description, CreatedAt: created.UTC()})
 	body = append(body, '\n')
-	headers := map[string]string{"Content-Type": "application/json", "Location": "/payments/" + strconv.FormatInt(paymentID, 10)}
+	headers := map[string]string{"Content-Type": "application/json", "Location": payments.Location(ids.Format(ids.Payment, publicID))}
 	// Marshalled here, as pgx would: in exec and simple_protocol mode pgx
 	// is not told the parameter's type, and cannot encode a map.
 	stored, _ := json.Marshal(headers)

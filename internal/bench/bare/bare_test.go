@@ -151,8 +151,8 @@ func fields(t *testing.T, body []byte) []string {
 func jsonID(t *testing.T, body []byte) string {
 	t.Helper()
 	var v struct {
-		ID json.Number `json:"id"`
+		ID string `json:"id"`
 	}
 	require.NoError(t, json.Unmarshal(body, &v))
-	return v.ID.String()
+	return v.ID
 }

@@ -64,6 +64,7 @@ type IdempotencyKeyTombstone struct {
 	ResourceID         *int64
 	FinishedAt         time.Time
 	ReapedAt           time.Time
+	ResourcePublicID   uuid.NullUUID
 }
 
 type Instance struct {
@@ -95,6 +96,8 @@ type Payment struct {
 	ChargeAttemptAt       time.Time
 	IntentID              *string
 	DisputedAt            *time.Time
+	PublicID              uuid.UUID
+	LegacyID              *int64
 }
 
 type Receipt struct {
@@ -132,6 +135,9 @@ type Refund struct {
 	UpdatedAt            time.Time
 	IntentID             *string
 	StatusAt             *time.Time
+	PublicID             uuid.UUID
+	LegacyID             *int64
+	PaymentPublicID      uuid.UUID
 }
 
 type StripeEvent struct {

@@ -8,10 +8,12 @@ package dbsqlc
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 const paymentGetByIDForUser = `-- name: PaymentGetByIDForUser :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
 FROM payments
 WHERE id = $1
   AND user_id = $2
@@ -22,8 +24,7 @@ type PaymentGetByIDForUserParams struct {
 	UserID int64
 }
 
-// PaymentGetByIDForUser scopes the lookup to the owner: another user's payment
-// is indistinguishable from a missing one.
+// PaymentGetByIDForUser reads a payment by its row id, scoped to the owner.
 func (q *Queries) PaymentGetByIDForUser(ctx context.Context, db DBTX, arg *PaymentGetByIDForUserParams) (*Payment, error) {
 	row := db.QueryRow(ctx, paymentGetByIDForUser, arg.ID, arg.UserID)
 	var i Payment
@@ -48,12 +49,14 @@ func (q *Queries) PaymentGetByIDForUser(ctx context.Context, db DBTX, arg *Payme
 		&i.ChargeAttemptAt,
 		&i.IntentID,
 		&i.DisputedAt,
+		&i.PublicID,
+		&i.LegacyID,
 	)
 	return &i, err
 }
 
 const paymentGetByIdempotencyKeyID = `-- name: PaymentGetByIdempotencyKeyID :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
 FROM payments
 WHERE idempotency_key_id = $1
 `
@@ -82,6 +85,52 @@ func (q *Queries) PaymentGetByIdempotencyKeyID(ctx context.Context, db DBTX, ide
 		&i.ChargeAttemptAt,
 		&i.IntentID,
 		&i.DisputedAt,
+		&i.PublicID,
+		&i.LegacyID,
+	)
+	return &i, err
+}
+
+const paymentGetByPublicIDForUser = `-- name: PaymentGetByPublicIDForUser :one
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+FROM payments
+WHERE user_id = $1
+  AND public_id = $2
+`
+
+type PaymentGetByPublicIDForUserParams struct {
+	UserID   int64
+	PublicID uuid.UUID
+}
+
+// PaymentGetByPublicIDForUser scopes the lookup to the owner: another user's
+// payment is indistinguishable from a missing one.
+func (q *Queries) PaymentGetByPublicIDForUser(ctx context.Context, db DBTX, arg *PaymentGetByPublicIDForUserParams) (*Payment, error) {
+	row := db.QueryRow(ctx, paymentGetByPublicIDForUser, arg.UserID, arg.PublicID)
+	var i Payment
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.IdempotencyKeyID,
+		&i.Amount,
+		&i.Currency,
+		&i.PaymentMethod,
+		&i.Description,
+		&i.Status,
+		&i.StripePaymentIntentID,
+		&i.FailureCode,
+		&i.FailureMessage,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChargeAttempt,
+		&i.ChargeAttemptSpentAt,
+		&i.AmountRefunded,
+		&i.AmountReserved,
+		&i.ChargeAttemptAt,
+		&i.IntentID,
+		&i.DisputedAt,
+		&i.PublicID,
+		&i.LegacyID,
 	)
 	return &i, err
 }
@@ -93,14 +142,14 @@ WITH payment AS (
     ) VALUES (
         $1, $2, $3, $4, $5, $6, $7
     )
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.created', 'payment', p.id,
            jsonb_build_object('status', p.status, 'idempotency_key_id', p.idempotency_key_id)
     FROM payment AS p
 )
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
 FROM payment
 `
 
@@ -135,6 +184,8 @@ type PaymentInsertRow struct {
 	ChargeAttemptAt       time.Time
 	IntentID              *string
 	DisputedAt            *time.Time
+	PublicID              uuid.UUID
+	LegacyID              *int64
 }
 
 // PaymentInsert creates the pending payment and its audit record in one
@@ -171,28 +222,31 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg *PaymentInsert
 		&i.ChargeAttemptAt,
 		&i.IntentID,
 		&i.DisputedAt,
+		&i.PublicID,
+		&i.LegacyID,
 	)
 	return &i, err
 }
 
 const paymentListForUser = `-- name: PaymentListForUser :many
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
 FROM payments
 WHERE user_id = $1
-  AND id < coalesce($2::bigint, 9223372036854775807)
-ORDER BY id DESC
+  AND public_id < coalesce($2::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff')
+ORDER BY public_id DESC
 LIMIT $3
 `
 
 type PaymentListForUserParams struct {
 	UserID        int64
-	StartingAfter *int64
+	StartingAfter uuid.NullUUID
 	MaxRows       int32
 }
 
 // PaymentListForUser pages the user's payments newest first, older than the
-// cursor id (the newest when it is NULL): an index range scan on
-// (user_id, id). It reads limit + 1 rows to tell has_more.
+// cursor (the newest when it is NULL): an index range scan on
+// (user_id, public_id), time-ordered ids. It reads limit + 1 rows to tell
+// has_more.
 func (q *Queries) PaymentListForUser(ctx context.Context, db DBTX, arg *PaymentListForUserParams) ([]*Payment, error) {
 	rows, err := db.Query(ctx, paymentListForUser, arg.UserID, arg.StartingAfter, arg.MaxRows)
 	if err != nil {
@@ -223,6 +277,8 @@ func (q *Queries) PaymentListForUser(ctx context.Context, db DBTX, arg *PaymentL
 			&i.ChargeAttemptAt,
 			&i.IntentID,
 			&i.DisputedAt,
+			&i.PublicID,
+			&i.LegacyID,
 		); err != nil {
 			return nil, err
 		}
@@ -235,17 +291,17 @@ func (q *Queries) PaymentListForUser(ctx context.Context, db DBTX, arg *PaymentL
 }
 
 const paymentListForUserBefore = `-- name: PaymentListForUserBefore :many
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
 FROM payments
 WHERE user_id = $1
-  AND id > $2
-ORDER BY id
+  AND public_id > $2::uuid
+ORDER BY public_id
 LIMIT $3
 `
 
 type PaymentListForUserBeforeParams struct {
 	UserID       int64
-	EndingBefore int64
+	EndingBefore uuid.UUID
 	MaxRows      int32
 }
 
@@ -281,6 +337,8 @@ func (q *Queries) PaymentListForUserBefore(ctx context.Context, db DBTX, arg *Pa
 			&i.ChargeAttemptAt,
 			&i.IntentID,
 			&i.DisputedAt,
+			&i.PublicID,
+			&i.LegacyID,
 		); err != nil {
 			return nil, err
 		}
@@ -298,7 +356,7 @@ SET charge_attempt_spent_at = coalesce(charge_attempt_spent_at, now()),
     updated_at              = now()
 WHERE id = $1
   AND charge_attempt = $2
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
 `
 
 type PaymentMarkAttemptSpentParams struct {
@@ -333,6 +391,8 @@ func (q *Queries) PaymentMarkAttemptSpent(ctx context.Context, db DBTX, arg *Pay
 		&i.ChargeAttemptAt,
 		&i.IntentID,
 		&i.DisputedAt,
+		&i.PublicID,
+		&i.LegacyID,
 	)
 	return &i, err
 }
@@ -345,7 +405,7 @@ SET charge_attempt          = charge_attempt + 1,
     updated_at              = now()
 WHERE id = $1
   AND charge_attempt = $2
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
 `
 
 type PaymentNextAttemptParams struct {
@@ -379,8 +439,31 @@ func (q *Queries) PaymentNextAttempt(ctx context.Context, db DBTX, arg *PaymentN
 		&i.ChargeAttemptAt,
 		&i.IntentID,
 		&i.DisputedAt,
+		&i.PublicID,
+		&i.LegacyID,
 	)
 	return &i, err
+}
+
+const paymentPublicIDByLegacyID = `-- name: PaymentPublicIDByLegacyID :one
+SELECT public_id
+FROM payments
+WHERE user_id = $1
+  AND legacy_id = $2
+`
+
+type PaymentPublicIDByLegacyIDParams struct {
+	UserID   int64
+	LegacyID *int64
+}
+
+// PaymentPublicIDByLegacyID finds a payment made before public ids by the
+// number its stored answers still show.
+func (q *Queries) PaymentPublicIDByLegacyID(ctx context.Context, db DBTX, arg *PaymentPublicIDByLegacyIDParams) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, paymentPublicIDByLegacyID, arg.UserID, arg.LegacyID)
+	var public_id uuid.UUID
+	err := row.Scan(&public_id)
+	return public_id, err
 }
 
 const paymentRecordOutcome = `-- name: PaymentRecordOutcome :one
@@ -392,7 +475,7 @@ WITH payment AS (
         failure_message          = $4,
         updated_at               = now()
     WHERE payments.id = $5
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.' || p.status, 'payment', p.id,
@@ -403,7 +486,7 @@ WITH payment AS (
                'idempotency_key_id', p.idempotency_key_id))
     FROM payment AS p
 )
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
 FROM payment
 `
 
@@ -436,6 +519,8 @@ type PaymentRecordOutcomeRow struct {
 	ChargeAttemptAt       time.Time
 	IntentID              *string
 	DisputedAt            *time.Time
+	PublicID              uuid.UUID
+	LegacyID              *int64
 }
 
 // PaymentRecordOutcome records the charge's outcome and audits it, in one
@@ -470,6 +555,8 @@ func (q *Queries) PaymentRecordOutcome(ctx context.Context, db DBTX, arg *Paymen
 		&i.ChargeAttemptAt,
 		&i.IntentID,
 		&i.DisputedAt,
+		&i.PublicID,
+		&i.LegacyID,
 	)
 	return &i, err
 }

@@ -8,23 +8,26 @@ package dbsqlc
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 const paymentLockForRefund = `-- name: PaymentLockForRefund :one
-SELECT id, amount, currency, status, stripe_payment_intent_id, amount_reserved
+SELECT id, public_id, amount, currency, status, stripe_payment_intent_id, amount_reserved
 FROM payments
-WHERE id = $1
-  AND user_id = $2
+WHERE user_id = $1
+  AND public_id = $2
 FOR UPDATE
 `
 
 type PaymentLockForRefundParams struct {
-	ID     int64
-	UserID int64
+	UserID   int64
+	PublicID uuid.UUID
 }
 
 type PaymentLockForRefundRow struct {
 	ID                    int64
+	PublicID              uuid.UUID
 	Amount                int64
 	Currency              string
 	Status                string
@@ -37,10 +40,11 @@ type PaymentLockForRefundRow struct {
 // returns the row as the last competing refund committed it. It returns no
 // row for a payment that is not the user's.
 func (q *Queries) PaymentLockForRefund(ctx context.Context, db DBTX, arg *PaymentLockForRefundParams) (*PaymentLockForRefundRow, error) {
-	row := db.QueryRow(ctx, paymentLockForRefund, arg.ID, arg.UserID)
+	row := db.QueryRow(ctx, paymentLockForRefund, arg.UserID, arg.PublicID)
 	var i PaymentLockForRefundRow
 	err := row.Scan(
 		&i.ID,
+		&i.PublicID,
 		&i.Amount,
 		&i.Currency,
 		&i.Status,
@@ -50,46 +54,8 @@ func (q *Queries) PaymentLockForRefund(ctx context.Context, db DBTX, arg *Paymen
 	return &i, err
 }
 
-const refundGetByIDForUser = `-- name: RefundGetByIDForUser :one
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
-FROM refunds
-WHERE id = $1
-  AND user_id = $2
-`
-
-type RefundGetByIDForUserParams struct {
-	ID     int64
-	UserID int64
-}
-
-// RefundGetByIDForUser scopes the lookup to the owner.
-func (q *Queries) RefundGetByIDForUser(ctx context.Context, db DBTX, arg *RefundGetByIDForUserParams) (*Refund, error) {
-	row := db.QueryRow(ctx, refundGetByIDForUser, arg.ID, arg.UserID)
-	var i Refund
-	err := row.Scan(
-		&i.ID,
-		&i.UserID,
-		&i.PaymentID,
-		&i.IdempotencyKeyID,
-		&i.Amount,
-		&i.Currency,
-		&i.Reason,
-		&i.Status,
-		&i.StripeRefundID,
-		&i.FailureReason,
-		&i.RefundAttempt,
-		&i.RefundAttemptSpentAt,
-		&i.RefundAttemptAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.IntentID,
-		&i.StatusAt,
-	)
-	return &i, err
-}
-
 const refundGetByIdempotencyKeyID = `-- name: RefundGetByIdempotencyKeyID :one
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 FROM refunds
 WHERE idempotency_key_id = $1
 `
@@ -115,6 +81,50 @@ func (q *Queries) RefundGetByIdempotencyKeyID(ctx context.Context, db DBTX, idem
 		&i.UpdatedAt,
 		&i.IntentID,
 		&i.StatusAt,
+		&i.PublicID,
+		&i.LegacyID,
+		&i.PaymentPublicID,
+	)
+	return &i, err
+}
+
+const refundGetByPublicIDForUser = `-- name: RefundGetByPublicIDForUser :one
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+FROM refunds
+WHERE user_id = $1
+  AND public_id = $2
+`
+
+type RefundGetByPublicIDForUserParams struct {
+	UserID   int64
+	PublicID uuid.UUID
+}
+
+// RefundGetByPublicIDForUser scopes the lookup to the owner.
+func (q *Queries) RefundGetByPublicIDForUser(ctx context.Context, db DBTX, arg *RefundGetByPublicIDForUserParams) (*Refund, error) {
+	row := db.QueryRow(ctx, refundGetByPublicIDForUser, arg.UserID, arg.PublicID)
+	var i Refund
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.PaymentID,
+		&i.IdempotencyKeyID,
+		&i.Amount,
+		&i.Currency,
+		&i.Reason,
+		&i.Status,
+		&i.StripeRefundID,
+		&i.FailureReason,
+		&i.RefundAttempt,
+		&i.RefundAttemptSpentAt,
+		&i.RefundAttemptAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.IntentID,
+		&i.StatusAt,
+		&i.PublicID,
+		&i.LegacyID,
+		&i.PaymentPublicID,
 	)
 	return &i, err
 }
@@ -126,16 +136,16 @@ WITH reserved AS (
         updated_at      = now()
     WHERE p.id = $2
 ), refund AS (
-    INSERT INTO refunds (user_id, payment_id, idempotency_key_id, intent_id, amount, currency, reason)
-    VALUES ($3, $2, $4, $5, $1, $6, $7)
-    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
+    INSERT INTO refunds (user_id, payment_id, payment_public_id, idempotency_key_id, intent_id, amount, currency, reason)
+    VALUES ($3, $2, $4, $5, $6, $1, $7, $8)
+    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT r.user_id, 'refund.created', 'refund', r.id,
            jsonb_build_object('payment_id', r.payment_id, 'amount', r.amount, 'idempotency_key_id', r.idempotency_key_id)
     FROM refund AS r
 )
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 FROM refund
 `
 
@@ -143,6 +153,7 @@ type RefundInsertParams struct {
 	Amount           int64
 	PaymentID        int64
 	UserID           int64
+	PaymentPublicID  uuid.UUID
 	IdempotencyKeyID *int64
 	IntentID         *string
 	Currency         string
@@ -167,6 +178,9 @@ type RefundInsertRow struct {
 	UpdatedAt            time.Time
 	IntentID             *string
 	StatusAt             *time.Time
+	PublicID             uuid.UUID
+	LegacyID             *int64
+	PaymentPublicID      uuid.UUID
 }
 
 // RefundInsert creates the pending refund, reserves its amount on the
@@ -176,6 +190,7 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg *RefundInsertPa
 		arg.Amount,
 		arg.PaymentID,
 		arg.UserID,
+		arg.PaymentPublicID,
 		arg.IdempotencyKeyID,
 		arg.IntentID,
 		arg.Currency,
@@ -200,31 +215,34 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg *RefundInsertPa
 		&i.UpdatedAt,
 		&i.IntentID,
 		&i.StatusAt,
+		&i.PublicID,
+		&i.LegacyID,
+		&i.PaymentPublicID,
 	)
 	return &i, err
 }
 
 const refundListForPayment = `-- name: RefundListForPayment :many
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 FROM refunds
 WHERE payment_id = $1
   AND user_id = $2
-  AND id < coalesce($3::bigint, 9223372036854775807)
-ORDER BY id DESC
+  AND public_id < coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff')
+ORDER BY public_id DESC
 LIMIT $4
 `
 
 type RefundListForPaymentParams struct {
 	PaymentID     int64
 	UserID        int64
-	StartingAfter *int64
+	StartingAfter uuid.NullUUID
 	MaxRows       int32
 }
 
 // RefundListForPayment pages a payment's refunds newest first, older than
-// the cursor id (the newest when it is NULL): an index range scan on
-// (payment_id, id), so a page costs the same however many there are. It
-// reads limit + 1 rows to tell has_more.
+// the cursor (the newest when it is NULL): an index range scan on
+// (payment_id, public_id), so a page costs the same however many there
+// are. It reads limit + 1 rows to tell has_more.
 func (q *Queries) RefundListForPayment(ctx context.Context, db DBTX, arg *RefundListForPaymentParams) ([]*Refund, error) {
 	rows, err := db.Query(ctx, refundListForPayment,
 		arg.PaymentID,
@@ -257,6 +275,9 @@ func (q *Queries) RefundListForPayment(ctx context.Context, db DBTX, arg *Refund
 			&i.UpdatedAt,
 			&i.IntentID,
 			&i.StatusAt,
+			&i.PublicID,
+			&i.LegacyID,
+			&i.PaymentPublicID,
 		); err != nil {
 			return nil, err
 		}
@@ -269,19 +290,19 @@ func (q *Queries) RefundListForPayment(ctx context.Context, db DBTX, arg *Refund
 }
 
 const refundListForPaymentBefore = `-- name: RefundListForPaymentBefore :many
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 FROM refunds
 WHERE payment_id = $1
   AND user_id = $2
-  AND id > $3
-ORDER BY id
+  AND public_id > $3::uuid
+ORDER BY public_id
 LIMIT $4
 `
 
 type RefundListForPaymentBeforeParams struct {
 	PaymentID    int64
 	UserID       int64
-	EndingBefore int64
+	EndingBefore uuid.UUID
 	MaxRows      int32
 }
 
@@ -319,6 +340,9 @@ func (q *Queries) RefundListForPaymentBefore(ctx context.Context, db DBTX, arg *
 			&i.UpdatedAt,
 			&i.IntentID,
 			&i.StatusAt,
+			&i.PublicID,
+			&i.LegacyID,
+			&i.PaymentPublicID,
 		); err != nil {
 			return nil, err
 		}
@@ -336,7 +360,7 @@ SET refund_attempt_spent_at = coalesce(refund_attempt_spent_at, now()),
     updated_at              = now()
 WHERE id = $1
   AND refund_attempt = $2
-RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
+RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 `
 
 type RefundMarkAttemptSpentParams struct {
@@ -366,6 +390,9 @@ func (q *Queries) RefundMarkAttemptSpent(ctx context.Context, db DBTX, arg *Refu
 		&i.UpdatedAt,
 		&i.IntentID,
 		&i.StatusAt,
+		&i.PublicID,
+		&i.LegacyID,
+		&i.PaymentPublicID,
 	)
 	return &i, err
 }
@@ -378,7 +405,7 @@ SET refund_attempt          = refund_attempt + 1,
     updated_at              = now()
 WHERE id = $1
   AND refund_attempt = $2
-RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
+RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 `
 
 type RefundNextAttemptParams struct {
@@ -408,8 +435,32 @@ func (q *Queries) RefundNextAttempt(ctx context.Context, db DBTX, arg *RefundNex
 		&i.UpdatedAt,
 		&i.IntentID,
 		&i.StatusAt,
+		&i.PublicID,
+		&i.LegacyID,
+		&i.PaymentPublicID,
 	)
 	return &i, err
+}
+
+const refundPublicIDByLegacyID = `-- name: RefundPublicIDByLegacyID :one
+SELECT public_id
+FROM refunds
+WHERE user_id = $1
+  AND legacy_id = $2
+`
+
+type RefundPublicIDByLegacyIDParams struct {
+	UserID   int64
+	LegacyID *int64
+}
+
+// RefundPublicIDByLegacyID finds a refund made before public ids by the
+// number its stored answers still show.
+func (q *Queries) RefundPublicIDByLegacyID(ctx context.Context, db DBTX, arg *RefundPublicIDByLegacyIDParams) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, refundPublicIDByLegacyID, arg.UserID, arg.LegacyID)
+	var public_id uuid.UUID
+	err := row.Scan(&public_id)
+	return public_id, err
 }
 
 const refundRecordOutcome = `-- name: RefundRecordOutcome :one
@@ -423,7 +474,7 @@ WITH refund AS (
       -- Once Stripe's own word (a webhook) moved the refund, this record
       -- is late: no row, and the run stops (its key was finished too).
       AND refunds.status_at IS NULL
-    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
+    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 ), payment AS (
     UPDATE payments AS p
     SET amount_refunded = p.amount_refunded + CASE WHEN r.status = 'succeeded' THEN r.amount ELSE 0 END,
@@ -439,7 +490,7 @@ WITH refund AS (
                'stripe_refund_id', r.stripe_refund_id, 'failure_reason', r.failure_reason))
     FROM refund AS r
 )
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 FROM refund
 `
 
@@ -468,6 +519,9 @@ type RefundRecordOutcomeRow struct {
 	UpdatedAt            time.Time
 	IntentID             *string
 	StatusAt             *time.Time
+	PublicID             uuid.UUID
+	LegacyID             *int64
+	PaymentPublicID      uuid.UUID
 }
 
 // RefundRecordOutcome records what Stripe made of a refund, moves the
@@ -499,6 +553,9 @@ func (q *Queries) RefundRecordOutcome(ctx context.Context, db DBTX, arg *RefundR
 		&i.UpdatedAt,
 		&i.IntentID,
 		&i.StatusAt,
+		&i.PublicID,
+		&i.LegacyID,
+		&i.PaymentPublicID,
 	)
 	return &i, err
 }

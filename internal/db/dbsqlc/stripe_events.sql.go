@@ -8,10 +8,12 @@ package dbsqlc
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 const paymentLockForEvent = `-- name: PaymentLockForEvent :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
 FROM payments
 WHERE stripe_payment_intent_id = $1
    OR (stripe_payment_intent_id IS NULL AND intent_id = $2)
@@ -51,6 +53,8 @@ func (q *Queries) PaymentLockForEvent(ctx context.Context, db DBTX, arg *Payment
 		&i.ChargeAttemptAt,
 		&i.IntentID,
 		&i.DisputedAt,
+		&i.PublicID,
+		&i.LegacyID,
 	)
 	return &i, err
 }
@@ -61,7 +65,7 @@ WITH payment AS (
     SET disputed_at = coalesce(disputed_at, $1),
         updated_at  = now()
     WHERE stripe_payment_intent_id = $2
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.disputed', 'payment', p.id, jsonb_build_object('dispute', $3::text)
@@ -86,7 +90,7 @@ func (q *Queries) PaymentMarkDisputed(ctx context.Context, db DBTX, arg *Payment
 }
 
 const refundLockForEvent = `-- name: RefundLockForEvent :one
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 FROM refunds
 WHERE stripe_refund_id = $1
    OR (stripe_refund_id IS NULL AND intent_id = $2)
@@ -123,6 +127,9 @@ func (q *Queries) RefundLockForEvent(ctx context.Context, db DBTX, arg *RefundLo
 		&i.UpdatedAt,
 		&i.IntentID,
 		&i.StatusAt,
+		&i.PublicID,
+		&i.LegacyID,
+		&i.PaymentPublicID,
 	)
 	return &i, err
 }
@@ -137,7 +144,7 @@ WITH refund AS (
         updated_at       = now()
     WHERE refunds.id = $5
       AND refunds.status = $6
-    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
+    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 ), payment AS (
     UPDATE payments AS p
     -- Money moves by the change of status alone: an event that leaves the
@@ -157,7 +164,7 @@ WITH refund AS (
                'stripe_refund_id', r.stripe_refund_id, 'failure_reason', r.failure_reason, 'by', 'webhook'))
     FROM refund AS r
 )
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 FROM refund
 `
 
@@ -188,6 +195,9 @@ type RefundTransitionRow struct {
 	UpdatedAt            time.Time
 	IntentID             *string
 	StatusAt             *time.Time
+	PublicID             uuid.UUID
+	LegacyID             *int64
+	PaymentPublicID      uuid.UUID
 }
 
 // RefundTransition moves a refund from the status it has to another, as
@@ -223,6 +233,9 @@ func (q *Queries) RefundTransition(ctx context.Context, db DBTX, arg *RefundTran
 		&i.UpdatedAt,
 		&i.IntentID,
 		&i.StatusAt,
+		&i.PublicID,
+		&i.LegacyID,
+		&i.PaymentPublicID,
 	)
 	return &i, err
 }

@@ -40,7 +40,7 @@ func (c *Charger) lookup(ctx context.Context, req *ChargeRequest, window stripeo
 			return nil, phases.Conflict("PaymentIntent %s carries this payment's intent with %d %s, not %d %s",
 				pi.ID, pi.Amount, pi.Currency, req.Amount, req.Currency)
 		case match != nil:
-			return nil, phases.Conflict("more than one PaymentIntent carries this payment's intent: %s", ids(found))
+			return nil, phases.Conflict("more than one PaymentIntent carries this payment's intent: %s", idsOf(found))
 		}
 		match = pi
 	}
@@ -123,7 +123,7 @@ func ownedBy(pi *stripe.PaymentIntent, req *ChargeRequest) bool {
 	return req.Intent.Owns(pi.Metadata)
 }
 
-func ids(found map[string]*stripe.PaymentIntent) string {
+func idsOf(found map[string]*stripe.PaymentIntent) string {
 	out := make([]string, 0, len(found))
 	for id := range found {
 		out = append(out, id)

@@ -3,7 +3,6 @@ package payments
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
@@ -13,7 +12,7 @@ import (
 
 // View is a payment as the API shows it.
 type View struct {
-	ID                    int64   `json:"id"`
+	ID                    string  `json:"id"`
 	Amount                int64   `json:"amount"`
 	Currency              string  `json:"currency"`
 	Status                string  `json:"status"`
@@ -29,7 +28,7 @@ type View struct {
 // ViewOf returns the API view of p.
 func ViewOf(p *dbsqlc.Payment) *View {
 	return &View{
-		ID:                    p.ID,
+		ID:                    ID(p),
 		Amount:                p.Amount,
 		Currency:              p.Currency,
 		Status:                p.Status,
@@ -41,28 +40,28 @@ func ViewOf(p *dbsqlc.Payment) *View {
 	}
 }
 
-// Location is the URL of payment id.
-func Location(id int64) string { return "/payments/" + strconv.FormatInt(id, 10) }
+// Location is the URL of the payment whose public id is id.
+func Location(id string) string { return "/payments/" + id }
 
 func createdResponse(p *dbsqlc.Payment) *phases.Response {
 	body, _ := json.Marshal(ViewOf(p)) // strings, numbers and a time: cannot fail
 	body = append(body, '\n')          // like every JSON answer
 	return &phases.Response{
 		Status:  http.StatusCreated,
-		Headers: map[string]string{"Content-Type": "application/json", "Location": Location(p.ID)},
+		Headers: map[string]string{"Content-Type": "application/json", "Location": Location(ID(p))},
 		Body:    body,
 	}
 }
 
 func declinedResponse(p *dbsqlc.Payment, c *Charge) *phases.Response {
 	prob := problem.New(problem.CardDeclined, c.Message)
-	prob.PaymentID, prob.DeclineCode = p.ID, c.Code
+	prob.PaymentID, prob.DeclineCode = ID(p), c.Code
 	return problemResponse(prob)
 }
 
 func rejectedResponse(p *dbsqlc.Payment, c *Charge) *phases.Response {
 	prob := problem.New(problem.PaymentRejected, c.Message)
-	prob.PaymentID, prob.ProcessorCode = p.ID, c.Code
+	prob.PaymentID, prob.ProcessorCode = ID(p), c.Code
 	return problemResponse(prob)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/ids"
 	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
@@ -58,12 +59,19 @@ func (f *flow) decide(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.T
 	if err := json.Unmarshal(run.Key.RequestParams, &p); err != nil {
 		return phases.Transition{}, fmt.Errorf("error decoding stored request: %w", err)
 	}
-	payment, err := f.queries.PaymentLockForRefund(ctx, tx, &dbsqlc.PaymentLockForRefundParams{ID: p.PaymentID, UserID: run.Key.UserID})
-	if err = db.InterpretError(err); err != nil {
+	var payment *dbsqlc.PaymentLockForRefundRow
+	publicID, err := p.PaymentID.Resolve(ctx, tx, run.Key.UserID)
+	if err == nil {
+		var row *dbsqlc.PaymentLockForRefundRow
+		row, err = f.queries.PaymentLockForRefund(ctx, tx, &dbsqlc.PaymentLockForRefundParams{UserID: run.Key.UserID, PublicID: publicID})
+		payment, err = row, db.InterpretError(err)
+	}
+	if err != nil {
 		// The API checked the payment before reserving the key, and
 		// payments are never deleted.
-		return phases.Transition{}, fmt.Errorf("error locking payment %d: %w", p.PaymentID, err)
+		return phases.Transition{}, fmt.Errorf("error locking the refund's payment: %w", err)
 	}
+	paymentID := ids.Format(ids.Payment, payment.PublicID)
 	switch payment.Status {
 	case payments.StatusSucceeded:
 	case payments.StatusPending:
@@ -75,7 +83,7 @@ func (f *flow) decide(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.T
 		// retries once the payment is settled.
 		return phases.Transition{}, &phases.InProgressError{RetryAfter: time.Second}
 	default:
-		return phases.FinishWith(notRefundable(payment.ID, payment.Status)), nil
+		return phases.FinishWith(notRefundable(paymentID, payment.Status)), nil
 	}
 	remaining := payment.Amount - payment.AmountReserved
 	amount := remaining
@@ -83,11 +91,12 @@ func (f *flow) decide(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.T
 		amount = *p.Amount
 	}
 	if amount < 1 || amount > remaining {
-		return phases.FinishWith(exceedsPayment(payment.ID, amount, remaining)), nil
+		return phases.FinishWith(exceedsPayment(paymentID, amount, remaining)), nil
 	}
 	intentID := f.intentOf(run.Key).ID()
 	row, err := f.queries.RefundInsert(ctx, tx, &dbsqlc.RefundInsertParams{
-		UserID: run.Key.UserID, PaymentID: payment.ID, IdempotencyKeyID: &run.Key.ID, IntentID: &intentID,
+		UserID: run.Key.UserID, PaymentID: payment.ID, PaymentPublicID: payment.PublicID,
+		IdempotencyKeyID: &run.Key.ID, IntentID: &intentID,
 		Amount: amount, Currency: payment.Currency, Reason: p.Reason,
 	})
 	if err != nil {

@@ -27,9 +27,9 @@ var Reasons = []string{"duplicate", "fraudulent", "requested_by_customer"}
 // is already canonical unless a string needs an escape.
 type Params struct {
 	// Amount is nil for "all that is still refundable".
-	Amount    *int64  `json:"amount,omitempty"`
-	PaymentID int64   `json:"payment_id"`
-	Reason    *string `json:"reason,omitempty"`
+	Amount    *int64       `json:"amount,omitempty"`
+	PaymentID payments.Ref `json:"payment_id"`
+	Reason    *string      `json:"reason,omitempty"`
 }
 
 // Decode decodes a refund request for the API: the payment id from the path
@@ -51,7 +51,8 @@ func (p *Params) Canonical() []byte {
 		b = strconv.AppendInt(append(b, `"amount":`...), *p.Amount, 10)
 		b = append(b, ',')
 	}
-	b = strconv.AppendInt(append(b, `"payment_id":`...), p.PaymentID, 10)
+	ref, _ := p.PaymentID.MarshalJSON() // a number or an id of base32 digits: cannot fail
+	b = append(append(b, `"payment_id":`...), ref...)
 	if p.Reason != nil {
 		b = idempotency.AppendString(append(b, `,"reason":`...), *p.Reason)
 	}
@@ -61,11 +62,11 @@ func (p *Params) Canonical() []byte {
 // DecodeParams validates a refund request.
 func DecodeParams(body []byte, paymentID string) (*Params, []problem.FieldError) {
 	var p Params
-	id, err := strconv.ParseInt(paymentID, 10, 64)
-	if err != nil || id < 1 {
-		return nil, []problem.FieldError{{Pointer: "", Detail: "the payment id in the path must be a positive integer"}}
+	ref, err := payments.ParseRef(paymentID)
+	if err != nil {
+		return nil, []problem.FieldError{{Pointer: "", Detail: "the payment id in the path must be a payment's id (pay_…)"}}
 	}
-	p.PaymentID = id
+	p.PaymentID = ref
 	o, errs := jsonbody.Parse(body, "amount", "reason")
 	if errs != nil {
 		return nil, errs
@@ -92,7 +93,10 @@ func Admitter(pool *pgxpool.Pool) func(ctx context.Context, userID int64, params
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, fmt.Errorf("error decoding refund params: %w", err)
 		}
-		_, err := q.PaymentGetByIDForUser(ctx, pool, &dbsqlc.PaymentGetByIDForUserParams{ID: p.PaymentID, UserID: userID})
+		publicID, err := p.PaymentID.Resolve(ctx, pool, userID)
+		if err == nil {
+			_, err = q.PaymentGetByPublicIDForUser(ctx, pool, &dbsqlc.PaymentGetByPublicIDForUserParams{UserID: userID, PublicID: publicID})
+		}
 		switch err = db.InterpretError(err); {
 		case errors.Is(err, db.ErrNotFound):
 			return problem.New(problem.NotFound, "No such payment."), nil

@@ -7,16 +7,20 @@ import (
 	"github.com/gowebpki/jcs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paymentsd/paymentsd/internal/ids"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/phases/refunds"
 )
 
 // TestCanonicalIsRFC8785 checks that a refund's canonical params are what
 // RFC 8785 makes of their JSON encoding, which is how keys stored before
-// Canonical were fingerprinted, for every shape a refund request takes.
+// Canonical were fingerprinted, for every shape a refund request takes: of
+// a payment by its public id, and by the number of one made before them.
 func TestCanonicalIsRFC8785(t *testing.T) {
 	t.Parallel()
 	amount := int64(99_999_999)
-	for _, p := range []refunds.Params{{PaymentID: 1}, {PaymentID: 42, Amount: &amount}} {
+	public := payments.Ref{Public: ids.New()}
+	for _, p := range []refunds.Params{{PaymentID: payments.Ref{Legacy: 1}}, {PaymentID: public, Amount: &amount}, {PaymentID: public}} {
 		for _, reason := range append([]string{""}, refunds.Reasons...) {
 			if reason != "" {
 				p.Reason = &reason
