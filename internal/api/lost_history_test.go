@@ -204,3 +204,46 @@ func TestBusyAccountWaitsForSearchAndNeverChargesTwice(t *testing.T) {
 	require.Equal(t, charged[0].ID, *decode[payment](t, resp).StripePaymentIntentID)
 	require.Len(t, em.PaymentIntents(), 1+10_050+1, "adopted, not charged again")
 }
+
+// The database tells when its history may have been lost: a restore from
+// pg_dump makes a database with another oid than the one it recorded (so
+// does a promotion, with another timeline). The heartbeat records it.
+func TestHistoryLossIsSeenByTheHeartbeat(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{HeartbeatInterval: 50 * time.Millisecond, Workers: quietCompleter})
+	require.True(t, svc.App.HistoryLostAt().IsZero(), "a database seen the first time has lost nothing")
+	_, err := svc.Pool.Exec(context.Background(), "UPDATE deployment SET database_oid = database_oid + 1")
+	require.NoError(t, err)
+	testutil.WaitFor(t, 5*time.Second, 20*time.Millisecond, func() bool { return !svc.App.HistoryLostAt().IsZero() })
+	require.WithinDuration(t, time.Now(), svc.App.HistoryLostAt(), 5*time.Second)
+}
+
+// Defect: a key lost with the database's history and sent again after
+// Stripe forgot its idempotency key (24 h) was charged again outright. A
+// fresh key made within the horizon after a loss is looked up by search
+// before its first send, and adopts what the lost send made.
+func TestLostKeySentAgainAfterStripeForgotItIsAdopted(t *testing.T) {
+	t.Parallel()
+	em := startSkewedEmulator(t, stripefake.Options{SearchLag: time.Hour})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em.Emulator, HeartbeatInterval: 50 * time.Millisecond,
+		Workers: quietCompleter})
+	_, apiKey := svc.NewUser(t)
+
+	em.setOffset(-25 * time.Hour) // the first send, a day and an hour ago
+	first := paid(t, svc, apiKey, "long-lost")
+	em.setOffset(0) // Stripe has forgotten the key since
+	forgetEverything(t, svc)
+	// The loss was seen then, as the heartbeat records it.
+	_, err := svc.Pool.Exec(context.Background(), "UPDATE deployment SET history_lost_at = now() - interval '25 hours'")
+	require.NoError(t, err)
+	testutil.WaitFor(t, 5*time.Second, 20*time.Millisecond, func() bool { return !svc.App.HistoryLostAt().IsZero() })
+
+	resp := svc.PostPayment(t, apiKey, "long-lost", visa)
+	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, *first.StripePaymentIntentID, *decode[payment](t, resp).StripePaymentIntentID)
+	require.Len(t, em.PaymentIntents(), 1, "adopted, not charged again")
+
+	// A key of another intent is sent as usual.
+	paid(t, svc, apiKey, "new")
+	require.Len(t, em.PaymentIntents(), 2)
+}

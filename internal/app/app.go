@@ -81,6 +81,7 @@ type App struct {
 	engineCfg      phases.Config
 	flows          []phases.Flow
 	alive          *liveness
+	history        *historyWatch
 }
 
 // New wires the service over pool.
@@ -126,6 +127,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error reading the deployment's namespace (are migrations applied?): %w", err)
 	}
+	history := &historyWatch{}
+	opts.Stripe.LostHistoryAt = history.lostAt
 	charger := payments.NewCharger(opts.Stripe)
 	receipt := workers.EnqueueReceipt
 	refunder := refunds.NewRefunder(charger)
@@ -183,6 +186,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 		RefundResolver: &refunds.Resolver{Engine: engine, Refunder: refunder, Namespace: namespace},
 		opts:           opts,
 		alive:          alive,
+		history:        history,
 	}, nil
 }
 

@@ -89,6 +89,7 @@ func (a *App) register(ctx context.Context) error {
 		return fmt.Errorf("error registering instance: %w", err)
 	}
 	a.alive.beat()
+	a.history.observe(ctx, a.Pool, a.opts.Logger)
 	return nil
 }
 
@@ -114,6 +115,7 @@ func (a *App) heartbeat(ctx context.Context) {
 			_ = a.register(beatCtx)
 		default:
 			a.alive.beat()
+			a.history.observe(beatCtx, a.Pool, a.opts.Logger)
 		}
 		cancel()
 	}

@@ -77,6 +77,16 @@ type Rules struct {
 	// times, so it is moved by the skew between the two, measured, rather
 	// than trusting LookupLookback to cover any skew at all.
 	StripeOffset func() time.Duration
+	// LostHistoryAt, when set, is when the database last found its history
+	// may have been lost (a promotion, a restore: see migration 00022), or
+	// the zero time. A fresh key made within LostHistoryHorizon after it
+	// may be a lost key sent again after Stripe forgot it: it is looked up
+	// by search before its first send.
+	LostHistoryAt func() time.Time
+	// LostHistoryHorizon is how long after a loss fresh keys are looked
+	// up first: how late a client may send a lost key again. Defaults to
+	// 72h.
+	LostHistoryHorizon time.Duration
 	// Observe, when set, is told the result of every lookup: adopted,
 	// not_found, not_created or needs_attention.
 	Observe func(result string)
@@ -94,6 +104,10 @@ func (r Rules) WithDefaults() Rules {
 	defaultTo(&r.LookupGrace, 24*time.Hour)
 	defaultTo(&r.SearchLag, time.Hour)
 	defaultTo(&r.LookupLookback, 10*time.Minute)
+	defaultTo(&r.LostHistoryHorizon, 72*time.Hour)
+	if r.LostHistoryAt == nil {
+		r.LostHistoryAt = func() time.Time { return time.Time{} }
+	}
 	if r.Observe == nil {
 		r.Observe = func(string) {}
 	}
@@ -117,6 +131,9 @@ type State struct {
 	// Progress records a spent attempt and the move to the next one,
 	// fenced by the run's lease.
 	Progress Progress
+	// Fresh is set when no earlier run of this database took the key: it
+	// may be a key the database lost, sent again (see Rules.LostHistoryAt).
+	Fresh bool
 	// Now is the clock the times above were written by (the database's:
 	// phases.Run.Now), so a skewed local clock cannot move a deadline. Nil
 	// means time.Now.
@@ -159,7 +176,13 @@ type Op[T any] interface {
 // Span is where to look for what an intent made. Search covers every object
 // created before Since; a list must cover Since to Until, both ends
 // included, and nothing when Since is after Until.
-type Span struct{ Since, Until time.Time }
+type Span struct {
+	Since, Until time.Time
+	// SearchSince, when set, is the oldest creation time a search result
+	// may have and still be the intent's; by default, Stripe's window
+	// before Since.
+	SearchSince time.Time
+}
 
 // Empty reports whether the list has nothing to cover.
 func (s Span) Empty() bool { return s.Since.After(s.Until) }
@@ -171,6 +194,17 @@ func (s Span) Empty() bool { return s.Since.After(s.Until) }
 func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error) {
 	var zero T
 	rules = rules.WithDefaults()
+	if span, ok := st.lostHistorySpan(rules); ok {
+		// A key this database does not know, made soon after it lost
+		// history: what a lost send of it made may be older than Stripe
+		// remembers its key. Search sees everything older than its lag,
+		// and anything younger Stripe replays under the key.
+		result, found, err := op.Lookup(ctx, span)
+		if found || err != nil {
+			return adopted(rules, result, err)
+		}
+		rules.Observe("not_found")
+	}
 	sendCutoff := st.KeyCreatedAt.Add(Window - rules.ExecutionBound - rules.VisibilityMargin)
 	for st.now().Before(sendCutoff) {
 		if st.SpentAt == nil {
@@ -250,6 +284,24 @@ func (st *State) Lookup(rules Rules, until time.Time) Span {
 		Since: now.Add(toStripe - rules.SearchLag - rules.LookupLookback),
 		Until: until.Add(toStripe + time.Second), // Date has whole seconds
 	}
+}
+
+// lostHistorySpan is the search-only lookup of a fresh key made within
+// LostHistoryHorizon after the database lost history, before its first
+// send: everything the intent made from Stripe's window before the loss
+// on. ok is false when no such lookup is due.
+func (st *State) lostHistorySpan(rules Rules) (Span, bool) {
+	lost := rules.LostHistoryAt()
+	if !st.Fresh || st.Attempt != 1 || st.SpentAt != nil || lost.IsZero() ||
+		st.KeyCreatedAt.Before(lost) || st.KeyCreatedAt.After(lost.Add(rules.LostHistoryHorizon)) {
+		return Span{}, false
+	}
+	now := st.now()
+	toStripe := rules.StripeOffset() + time.Now().Sub(now)
+	return Span{
+		Since: now, Until: now.Add(-time.Second), // no list: Stripe replays anything younger than its window
+		SearchSince: lost.Add(toStripe - Window - rules.ExecutionBound - rules.LookupLookback),
+	}, true
 }
 
 // adopted reports a lookup's outcome.

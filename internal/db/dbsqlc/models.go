@@ -22,9 +22,12 @@ type AuditRecord struct {
 }
 
 type Deployment struct {
-	Singleton bool
-	Namespace uuid.UUID
-	CreatedAt time.Time
+	Singleton     bool
+	Namespace     uuid.UUID
+	CreatedAt     time.Time
+	Timeline      *int64
+	DatabaseOid   *int64
+	HistoryLostAt *time.Time
 }
 
 type IdempotencyKey struct {

@@ -102,6 +102,9 @@ func (c *Charger) list(ctx context.Context, req *ChargeRequest, window stripeonc
 // created no earlier than searchHorizon before window.
 func (c *Charger) search(ctx context.Context, req *ChargeRequest, window stripeonce.Span, found map[string]*stripe.PaymentIntent) error {
 	horizon := window.Since.Add(-searchHorizon).Unix()
+	if !window.SearchSince.IsZero() {
+		horizon = window.SearchSince.Unix()
+	}
 	params := &stripe.PaymentIntentSearchParams{}
 	params.Query = fmt.Sprintf("metadata['%s']:'%s'", intent.MetadataIntent, req.Intent.ID())
 	params.Context = ctx

@@ -44,6 +44,9 @@ type StripeConfig struct {
 	// lookups keep failing waits before it is handed to an operator.
 	// Defaults to 24h.
 	LookupGrace time.Duration
+	// LostHistoryAt and LostHistoryHorizon: see stripeonce.Rules.
+	LostHistoryAt      func() time.Time
+	LostHistoryHorizon time.Duration
 	// ObserveLookup, when set, is told the result of every lookup:
 	// adopted, not_found, not_created or needs_attention.
 	ObserveLookup func(result string)
@@ -94,7 +97,7 @@ func NewCharger(cfg StripeConfig) *Charger {
 		rules: stripeonce.Rules{
 			ExecutionBound: cfg.ExecutionBound, VisibilityMargin: cfg.VisibilityMargin,
 			LookupGrace: cfg.LookupGrace, SearchLag: cfg.SearchLag, LookupLookback: cfg.LookupLookback, Observe: cfg.ObserveLookup,
-			StripeOffset: clock.Offset,
+			StripeOffset: clock.Offset, LostHistoryAt: cfg.LostHistoryAt, LostHistoryHorizon: cfg.LostHistoryHorizon,
 		}.WithDefaults(),
 	}
 }
