@@ -8,8 +8,10 @@
 #    STRIPE_WEBHOOK_SECRET (one made for the run, unless set).
 # Then migrate, create a demo user, start the API on PAYMENTSD_ADDR
 # (127.0.0.1:8080), and print "Ready." with a ready-to-paste curl once
-# /readyz answers. Whatever fails to start stops the whole run with a message
-# that says what and why; Ctrl-C stops the API and the emulator.
+# /readyz answers, and the exports the operator commands (paymentsd keys
+# list, keys resolve) need to reach this run from another shell. Whatever
+# fails to start stops the whole run with a message that says what and why;
+# Ctrl-C stops the API and the emulator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=bin/paymentsd
@@ -63,6 +65,7 @@ wait_for() {
 
 if [ -z "${STRIPE_SECRET_KEY:-}" ] && [ -z "${STRIPE_API_BASE:-}" ]; then
   emulator_addr=${PAYMENTSD_STRIPEFAKE_ADDR:-127.0.0.1:12111}
+  emulator_key=sk_test_paymentsd_emulator # the API's own with the emulator (config.EmulatorSecretKey)
   port_taken "$emulator_addr" && fail "$emulator_addr, the Stripe emulator's address, is taken: another make run, or another program, listens there. Stop it, or set PAYMENTSD_STRIPEFAKE_ADDR to a free address."
   # The emulator sends its webhook events to the API, signed with a secret
   # made for this run (or STRIPE_WEBHOOK_SECRET's, if set).
@@ -87,6 +90,32 @@ pids+=($!)
 serve_pid=${pids[-1]}
 wait_for "paymentsd serve" "$serve_pid" "http://$addr/readyz"
 
+# shell_word S: S as one word of a shell command, quoted when it needs to be.
+shell_word() {
+  if [[ $1 =~ ^[A-Za-z0-9_./:@%+,=-]+$ ]]; then printf '%s' "$1"; else printf "'%s'" "${1//\'/\'\\\'\'}"; fi
+}
+
+# What the operator commands need to reach this run from another shell:
+# keys list the database, keys resolve the same Stripe too, and the same
+# timing rules as the API if any were set. What make run made is shown in
+# full; what the caller set is only named, being theirs (and maybe secret).
+exports="  export DATABASE_URL=$(shell_word "$DATABASE_URL")"
+[ -n "${pg_acquired:-}" ] || exports="  # DATABASE_URL: the one you gave make run"
+if [ -n "${emulator_addr:-}" ]; then
+  # STRIPE_API_BASE alone would do; the emulator's key also keeps a real
+  # STRIPE_SECRET_KEY of that shell from going to the emulator.
+  exports+=$'\n'"  export STRIPE_API_BASE=$STRIPE_API_BASE STRIPE_SECRET_KEY=$emulator_key"
+else
+  given=
+  for v in STRIPE_SECRET_KEY STRIPE_API_BASE; do [ -z "${!v:-}" ] || given+="${given:+, }$v"; done
+  exports+=$'\n'"  # $given: as you gave make run"
+fi
+timing=
+for v in PAYMENTSD_STRIPE_VISIBILITY_MARGIN PAYMENTSD_STRIPE_TIMEOUT PAYMENTSD_LOCK_TIMEOUT; do
+  [ -z "${!v:-}" ] || timing+=" $v=$(shell_word "${!v}")"
+done
+[ -z "$timing" ] || exports+=$'\n'"  export$timing"
+
 # The banner's curl is the first step of the README's walk (key "order-1001"),
 # so pasting it and then following the walk gives the README's ids.
 cat >&2 <<CURL
@@ -99,6 +128,11 @@ Ready. Charge a card (run it twice: the second answer is a replay):
     -H 'Idempotency-Key: "order-1001"' \\
     -H 'Content-Type: application/json' \\
     -d '{"amount": 2000, "currency": "usd", "payment_method": "pm_card_visa", "description": "Order #1001"}'
+
+The operator commands (paymentsd keys list, keys resolve), in another shell in this directory:
+
+$exports
+  bin/paymentsd keys list --state needs-attention
 
 Left running after Ctrl-C: the local Postgres cluster, if make run started one (make clean stops it).
 
