@@ -10,10 +10,37 @@
 # (127.0.0.1:8080), and print "Ready." with a ready-to-paste curl once
 # /readyz answers, and the exports the operator commands (paymentsd keys
 # list, keys resolve) need to reach this run from another shell. Whatever
-# fails to start stops the whole run with a message that says what and why;
-# Ctrl-C stops the API and the emulator.
+# fails to start stops the whole run with a message that says what and why.
+# Ctrl-C (SIGINT), or SIGTERM, stops the API and the emulator and ends with
+# "run: stopped ..." and exit status 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# foreground: this script is in its terminal's foreground process group.
+foreground() {
+  local f
+  read -r -a f <"/proc/$$/stat" 2>/dev/null || return 1
+  [ "${f[4]}" = "${f[7]}" ] # pgrp, tpgid (-1 without a terminal)
+}
+
+# Ctrl-C in a terminal sends SIGINT to the whole foreground process group:
+# make as well as this script. However its recipe ends, GNU make then kills
+# itself with that SIGINT, so `make run` would end with status 130 whatever
+# this script did. So, in a terminal's foreground, the script runs again as
+# a job of its own process group that holds the terminal (bash's job
+# control): Ctrl-C reaches that job alone, which stops what it started and
+# exits 0, and so this script and make exit 0. Ctrl-Z stops the job and, as
+# before, make with it; fg resumes both.
+if [ -z "${PAYMENTSD_RUN_PARENT:-}" ] && [ -t 0 ] && foreground; then
+  set -m
+  PAYMENTSD_RUN_PARENT=$$ scripts/run.sh "$@" && status=0 || status=$?
+  while [ -n "$(jobs -ps)" ]; do
+    kill -TSTP 0
+    fg >/dev/null && status=0 || status=$?
+  done
+  exit "$status"
+fi
+
 bin=bin/paymentsd
 addr=${PAYMENTSD_ADDR:-127.0.0.1:8080}
 
@@ -34,14 +61,23 @@ port_taken() {
 port_taken "$addr" && fail "$addr is taken: another make run, or another program, listens there. Stop it, or set PAYMENTSD_ADDR to a free address."
 
 pids=()
+stopped=
 cleanup() {
   local p
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   if [ -n "${pg_acquired:-}" ]; then scripts/postgres.sh release $$ 2>/dev/null || true; fi
+  [ -z "$stopped" ] || echo "run: stopped${pg_acquired:+ (the local Postgres keeps running: make clean stops it)}" >&2
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# Asked to stop: what was started stops (cleanup), and the run ends well.
+trap 'trap "" INT TERM HUP; stopped=1; exit 0' INT TERM HUP
+# Run as the job above: stop too if the script that started it is killed
+# (make killed with SIGTERM passes it on to that script alone).
+if [ -n "${PAYMENTSD_RUN_PARENT:-}" ]; then
+  (tail --pid="$PAYMENTSD_RUN_PARENT" -f /dev/null 2>/dev/null && kill -TERM $$ 2>/dev/null) &
+  pids+=($!)
+fi
 
 if [ -z "${DATABASE_URL:-}" ]; then
   DATABASE_URL=$(scripts/postgres.sh acquire $$) || fail "the local Postgres did not start (see the lines above, and .tmp/postgres/server.log)"
@@ -143,3 +179,4 @@ wait "$serve_pid"
 code=$?
 set -e
 [ "$code" = 0 ] || [ "$code" = 130 ] || [ "$code" = 143 ] || fail "paymentsd serve stopped with exit code $code: see its log above"
+stopped=1 # serve was stopped by a signal this script did not get
