@@ -28,10 +28,12 @@ SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 .PHONY: build run test test-pgbouncer generate check-generated lint lint-openapi walk fuzz bench bench-fill bench-go chaos chaos-failover clean
 
 # The commit goes in by -ldflags too: Go's own VCS stamping is off wherever
-# GOFLAGS carries -buildvcs=false, as on some CI machines.
+# GOFLAGS carries -buildvcs=false, as on some CI machines. scripts/build.sh
+# says it is compiling, with a line every 30 s: a cold build is silent for
+# a minute or more otherwise.
 COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
 build:
-	$(GO) build -ldflags "-X github.com/paymentsd/paymentsd/internal/cli.commit=$(COMMIT)" -o bin/paymentsd ./cmd/paymentsd
+	GO=$(GO) COMMIT=$(COMMIT) scripts/build.sh
 
 run: build
 	scripts/run.sh
