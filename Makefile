@@ -2,7 +2,7 @@
 #
 #   make run      a local Postgres and the Stripe emulator when none is
 #                 configured, migrations, a demo user, and the API
-#   make test     the whole suite against real Postgres
+#   make test     the whole suite against real Postgres, then its pooled pass
 #   make test-pgbouncer  the API, workers and webhooks tests through
 #                 PgBouncer in transaction pooling mode, in exec mode
 #   make bench    the service against the bare service and Postgres's own
@@ -40,9 +40,10 @@ run: build
 
 # A cold run compiles everything with the race detector first (minutes on
 # two cores), so it says what it is doing at each stage: compiling, Postgres,
-# the tests.
+# the tests; then the pooled pass (test-pgbouncer).
 test:
 	GO=$(GO) scripts/test.sh
+	$(MAKE) --no-print-directory test-pgbouncer
 
 # Behind PgBouncer 1.18 in transaction pooling mode (scripts/pgbouncer.sh,
 # which installs Debian's package when missing), every test database's pool
