@@ -28,18 +28,33 @@ func eventOutcomes(t *testing.T, svc *testutil.Service) []string {
 	return out
 }
 
+// setupWebhooks starts an emulator, a service that takes its webhooks with
+// the completer quiet, and a user of it.
+func setupWebhooks(t *testing.T) (*testutil.Emulator, *testutil.Service, int64, string) {
+	t.Helper()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	return em, svc, userID, apiKey
+}
+
+// chargedTwice makes key's payment end in a 500 that left its outcome
+// unknown, and two succeeded PaymentIntents of its intent at Stripe.
+func chargedTwice(t *testing.T, em *testutil.Emulator, svc *testutil.Service, userID int64, apiKey, key string) (first, second *stripe.PaymentIntent) {
+	t.Helper()
+	em.Inject(stripefake.Fault{Kind: stripefake.Fault500})
+	requireProblem(t, svc.PostPayment(t, apiKey, key, visa), http.StatusServiceUnavailable, "processor-unavailable")
+	in := intentOf(t, svc, userID, key)
+	return plant(t, em, 2000, in.Metadata()), plant(t, em, 2000, in.Metadata())
+}
+
 // A key parked because its intent has two succeeded PaymentIntents is a
 // double charge that an operator must see: neither PaymentIntent's event
 // settles it, both are kept as alarms, and the gauge keeps counting it.
 func TestWebhookNeverSettlesAKeyParkedForAConflict(t *testing.T) {
 	t.Parallel()
-	em := testutil.StartEmulator(t, stripefake.Options{})
-	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
-	userID, apiKey := svc.NewUser(t)
-	em.Inject(stripefake.Fault{Kind: stripefake.Fault500})
-	requireProblem(t, svc.PostPayment(t, apiKey, "twice", visa), http.StatusServiceUnavailable, "processor-unavailable")
-	in := intentOf(t, svc, userID, "twice")
-	first, second := plant(t, em, 2000, in.Metadata()), plant(t, em, 2000, in.Metadata())
+	em, svc, userID, apiKey := setupWebhooks(t)
+	first, second := chargedTwice(t, em, svc, userID, apiKey, "twice")
 	requireProblem(t, svc.PostPayment(t, apiKey, "twice", visa), http.StatusServiceUnavailable, "needs-attention")
 	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
 
@@ -66,9 +81,7 @@ func TestWebhookNeverSettlesAKeyParkedForAConflict(t *testing.T) {
 // it as charged.
 func TestWebhookChargeOfAPaymentRecordedNotChargedGoesBackToTheOperator(t *testing.T) {
 	t.Parallel()
-	em := testutil.StartEmulator(t, stripefake.Options{})
-	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
-	userID, apiKey := svc.NewUser(t)
+	em, svc, userID, apiKey := setupWebhooks(t)
 	em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
 	requireProblem(t, svc.PostPayment(t, apiKey, "late", visa), http.StatusServiceUnavailable, "needs-attention")
 	id := keyID(t, svc, "late")
@@ -100,9 +113,7 @@ func TestWebhookChargeOfAPaymentRecordedNotChargedGoesBackToTheOperator(t *testi
 // the reservation was given back once, by the operator.
 func TestWebhookLateFailedRefundGivesItsAmountBackOnce(t *testing.T) {
 	t.Parallel()
-	em := testutil.StartEmulator(t, stripefake.Options{})
-	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
-	userID, apiKey := svc.NewUser(t)
+	em, svc, userID, apiKey := setupWebhooks(t)
 	p := paid(t, svc, apiKey, "pay")
 	em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
 	requireProblem(t, postRefund(t, svc, apiKey, "lost", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
@@ -155,13 +166,8 @@ func TestWebhookThatCannotApplyIsAnAlarmNotA500(t *testing.T) {
 // is this deployment's and took money: an alarm, not "ignored".
 func TestWebhookSecondPaymentIntentOfASettledPaymentIsAnAlarm(t *testing.T) {
 	t.Parallel()
-	em := testutil.StartEmulator(t, stripefake.Options{})
-	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
-	userID, apiKey := svc.NewUser(t)
-	em.Inject(stripefake.Fault{Kind: stripefake.Fault500})
-	requireProblem(t, svc.PostPayment(t, apiKey, "twice", visa), http.StatusServiceUnavailable, "processor-unavailable")
-	in := intentOf(t, svc, userID, "twice")
-	first, second := plant(t, em, 2000, in.Metadata()), plant(t, em, 2000, in.Metadata())
+	em, svc, userID, apiKey := setupWebhooks(t)
+	first, second := chargedTwice(t, em, svc, userID, apiKey, "twice")
 
 	_, payload := event("payment_intent.succeeded", stripeObject(t, svc, "/v1/payment_intents/"+first.ID), time.Now())
 	require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
@@ -180,9 +186,7 @@ func TestWebhookSecondPaymentIntentOfASettledPaymentIsAnAlarm(t *testing.T) {
 // lost send, a missed lookup, the dashboard): an alarm.
 func TestWebhookSecondChargeOfAChargedPaymentIsAnAlarm(t *testing.T) {
 	t.Parallel()
-	em := testutil.StartEmulator(t, stripefake.Options{})
-	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
-	userID, apiKey := svc.NewUser(t)
+	em, svc, userID, apiKey := setupWebhooks(t)
 	p := paid(t, svc, apiKey, "once")
 	extra := plant(t, em, 2000, intentOf(t, svc, userID, "once").Metadata())
 	require.NotEqual(t, *p.StripePaymentIntentID, extra.ID)
@@ -199,9 +203,7 @@ func TestWebhookSecondChargeOfAChargedPaymentIsAnAlarm(t *testing.T) {
 // event is an alarm for the operator, never "ignored".
 func TestWebhookChargeOfADeclinedPaymentByAnotherPaymentIntentIsAnAlarm(t *testing.T) {
 	t.Parallel()
-	em := testutil.StartEmulator(t, stripefake.Options{})
-	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
-	userID, apiKey := svc.NewUser(t)
+	em, svc, userID, apiKey := setupWebhooks(t)
 	declined := `{"amount": 2000, "currency": "usd", "payment_method": "pm_card_chargeDeclined"}`
 	first := svc.PostPayment(t, apiKey, "declined", declined)
 	require.Equal(t, http.StatusPaymentRequired, first.Status, "body: %s", first.Body)
