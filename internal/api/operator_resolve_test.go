@@ -85,3 +85,29 @@ func TestOperatorNotRefundedWaitsOutACreateStillExecuting(t *testing.T) {
 	_, err := svc.App.Resolve(context.Background(), keyID(t, svc, "just-sent"), "")
 	require.Error(t, err, "the key's last run sent a refund create a moment ago; Stripe may still be executing it")
 }
+
+// Found after 70e3608: a failover loses a finished payment of 2000, and the
+// client sends its key again for 3000. Stripe refuses the intent's key
+// (idempotency_error: other parameters) and the key parks. "Charged" by the
+// 2000 PaymentIntent is refused (another amount), and "not charged" was
+// refused too (a PaymentIntent of the intent succeeded): stranded. That
+// PaymentIntent is the earlier request's; this one's was never made.
+func TestOperatorSettlesALostKeySentAgainForAnotherAmount(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, Workers: quietCompleter})
+	_, apiKey := svc.NewUser(t)
+	first := paid(t, svc, apiKey, "changed")
+	forgetEverything(t, svc)
+
+	other := `{"amount": 3000, "currency": "usd", "payment_method": "pm_card_visa", "description": "order 1"}`
+	requireProblem(t, svc.PostPayment(t, apiKey, "changed", other), http.StatusServiceUnavailable, "needs-attention")
+	id := keyID(t, svc, "changed")
+	_, err := svc.App.Resolver.Charged(context.Background(), id, *first.StripePaymentIntentID)
+	require.ErrorIs(t, err, payments.ErrResolutionRefused, "the 2000 charge is not this request's")
+	settled, err := svc.App.Resolver.NotCharged(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, settled.Status)
+	requireProblem(t, svc.PostPayment(t, apiKey, "changed", other), http.StatusBadRequest, "payment-rejected")
+	require.Len(t, em.PaymentIntents(), 1)
+}

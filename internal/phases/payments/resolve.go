@@ -76,9 +76,11 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phas
 }
 
 // NotCharged settles key keyID as not charged, once Stripe confirms that
-// every PaymentIntent of its intent is in a state that can no longer charge
-// (requires_payment_method, canceled) and no create of its last run can
-// still be executing. The key then answers with a stored
+// every PaymentIntent of its intent for the payment's amount and currency
+// is in a state that can no longer charge (requires_payment_method,
+// canceled) and no create of its last run can still be executing. One for
+// another amount is another request's, made under the same key before the
+// database lost it. The key then answers with a stored
 // 400 payment-rejected whose processor_code is not_charged.
 func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Response, error) {
 	key, err := dbsqlc.New().IdempotencyKeyGetByID(ctx, r.Engine.Pool(), keyID)
@@ -102,6 +104,10 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 	// Everything the intent ever made, as a run's lookup looks for it:
 	// search, and a list over what search may not cover yet. The key's
 	// record does not bound it: a failover may have lost earlier sends.
+	payment, err := dbsqlc.New().PaymentGetByIdempotencyKeyID(ctx, r.Engine.Pool(), &key.ID)
+	if err = db.InterpretError(err); err != nil {
+		return nil, fmt.Errorf("error loading payment of idempotency key %d: %w", key.ID, err)
+	}
 	req := &ChargeRequest{Intent: intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey}}
 	st := &stripeonce.State{}
 	window := st.Lookup(rules, quiet)
@@ -114,6 +120,12 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 		return nil, err
 	}
 	for _, pi := range found {
+		if pi.Amount != payment.Amount || string(pi.Currency) != payment.Currency {
+			// Another request's, made under the same key before the
+			// database lost it (Stripe then refuses this one's params
+			// with idempotency_error): not this payment's charge.
+			continue
+		}
 		switch pi.Status {
 		case stripe.PaymentIntentStatusSucceeded:
 			return nil, fmt.Errorf("%w: PaymentIntent %s of this intent succeeded: resolve it as charged", ErrResolutionRefused, pi.ID)
