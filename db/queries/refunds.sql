@@ -51,10 +51,17 @@ WHERE user_id = @user_id
   AND legacy_id = @legacy_id;
 
 -- RefundRecordOutcome records what Stripe made of a refund, moves the
--- payment's amounts with it (a succeeded refund is refunded, a failed one
--- gives its reservation back), and audits it: one statement.
+-- payment's amounts with it, and audits it: one statement. Money moves by
+-- the change of status alone: a refund that succeeds is refunded; one that
+-- fails gives back what it reserved (and refunded); one an operator
+-- settles as refunded after it was recorded failed reserves its amount
+-- again.
 -- name: RefundRecordOutcome :one
-WITH refund AS (
+WITH prev AS (
+    SELECT pr.status
+    FROM refunds AS pr
+    WHERE pr.id = sqlc.arg(id)
+), refund AS (
     UPDATE refunds
     SET status           = @status,
         stripe_refund_id = coalesce(sqlc.narg(stripe_refund_id), stripe_refund_id),
@@ -67,12 +74,16 @@ WITH refund AS (
     RETURNING *
 ), payment AS (
     UPDATE payments AS p
-    SET amount_refunded = p.amount_refunded + CASE WHEN r.status = 'succeeded' THEN r.amount ELSE 0 END,
-        amount_reserved = p.amount_reserved - CASE WHEN r.status = 'failed' THEN r.amount ELSE 0 END,
+    SET amount_refunded = p.amount_refunded
+            + CASE WHEN r.status = 'succeeded' AND prev.status <> 'succeeded' THEN r.amount ELSE 0 END
+            - CASE WHEN r.status <> 'succeeded' AND prev.status = 'succeeded' THEN r.amount ELSE 0 END,
+        amount_reserved = p.amount_reserved
+            - CASE WHEN r.status = 'failed' AND prev.status <> 'failed' THEN r.amount ELSE 0 END
+            + CASE WHEN r.status <> 'failed' AND prev.status = 'failed' THEN r.amount ELSE 0 END,
         updated_at      = now()
-    FROM refund AS r
+    FROM refund AS r, prev
     WHERE p.id = r.payment_id
-      AND r.status <> 'pending'
+      AND r.status IS DISTINCT FROM prev.status
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT r.user_id, 'refund.' || r.status, 'refund', r.id,

@@ -215,3 +215,45 @@ func TestWebhookChargeOfADeclinedPaymentByAnotherPaymentIntentIsAnAlarm(t *testi
 	require.Contains(t, string(resp.Body), `"alarm":true`, "PaymentIntent %s of this intent took the money", charged.ID)
 	requireMetric(t, svc, `paymentsd_webhook_events_total{outcome="alarm",type="payment_intent.succeeded"} 1`)
 }
+
+// Found after 250b7b4: a refund an operator settled as not refunded whose
+// Refund Stripe then made and succeeded was only an alarm; its key kept
+// answering "not refunded", which invites a second refund under a new
+// key. The key now goes back to the operator, who settles it as refunded
+// by that Refund, and the payment counts the money again.
+func TestWebhookLateRefundOfANotRefundedKeyGoesBackToTheOperator(t *testing.T) {
+	t.Parallel()
+	em, svc, userID, apiKey := setupWebhooks(t)
+	p := paid(t, svc, apiKey, "pay")
+	em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+	requireProblem(t, postRefund(t, svc, apiKey, "lost", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+	id := keyID(t, svc, "lost")
+	_, err := svc.App.Resolve(context.Background(), id, "")
+	require.NoError(t, err)
+	requireProblem(t, postRefund(t, svc, apiKey, "lost", p.ID, `{"amount": 600}`), http.StatusBadRequest, "refund-rejected")
+
+	// The Refund the lost request made after all; it succeeded.
+	params := &stripe.RefundParams{PaymentIntent: p.StripePaymentIntentID, Amount: stripe.Int64(600)}
+	for k, v := range intentOf(t, svc, userID, "lost").Metadata() {
+		params.AddMetadata(k, v)
+	}
+	late, err := stripeClient(em).Refunds.New(params)
+	require.NoError(t, err)
+	_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+late.ID), time.Now())
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.Contains(t, string(resp.Body), `"alarm":true`)
+	requireProblem(t, postRefund(t, svc, apiKey, "lost", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+
+	settled, err := svc.App.Resolve(context.Background(), id, late.ID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status)
+	replay := postRefund(t, svc, apiKey, "lost", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, replay.Status, "body: %s", replay.Body)
+	require.Equal(t, late.ID, *decode[refund](t, replay).StripeRefundID)
+	got := getPaymentOf(t, svc, apiKey, p.ID)
+	require.EqualValues(t, 600, got["amount_refunded"])
+	rest := postRefund(t, svc, apiKey, "rest", p.ID, `{}`)
+	require.EqualValues(t, 1400, decode[refund](t, rest).Amount, "the 600 refunded is not refundable again")
+}

@@ -464,25 +464,33 @@ func (q *Queries) RefundPublicIDByLegacyID(ctx context.Context, db DBTX, arg *Re
 }
 
 const refundRecordOutcome = `-- name: RefundRecordOutcome :one
-WITH refund AS (
+WITH prev AS (
+    SELECT pr.status
+    FROM refunds AS pr
+    WHERE pr.id = $1
+), refund AS (
     UPDATE refunds
-    SET status           = $1,
-        stripe_refund_id = coalesce($2, stripe_refund_id),
-        failure_reason   = $3,
+    SET status           = $2,
+        stripe_refund_id = coalesce($3, stripe_refund_id),
+        failure_reason   = $4,
         updated_at       = now()
-    WHERE refunds.id = $4
+    WHERE refunds.id = $1
       -- Once Stripe's own word (a webhook) moved the refund, this record
       -- is late: no row, and the run stops (its key was finished too).
       AND refunds.status_at IS NULL
     RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 ), payment AS (
     UPDATE payments AS p
-    SET amount_refunded = p.amount_refunded + CASE WHEN r.status = 'succeeded' THEN r.amount ELSE 0 END,
-        amount_reserved = p.amount_reserved - CASE WHEN r.status = 'failed' THEN r.amount ELSE 0 END,
+    SET amount_refunded = p.amount_refunded
+            + CASE WHEN r.status = 'succeeded' AND prev.status <> 'succeeded' THEN r.amount ELSE 0 END
+            - CASE WHEN r.status <> 'succeeded' AND prev.status = 'succeeded' THEN r.amount ELSE 0 END,
+        amount_reserved = p.amount_reserved
+            - CASE WHEN r.status = 'failed' AND prev.status <> 'failed' THEN r.amount ELSE 0 END
+            + CASE WHEN r.status <> 'failed' AND prev.status = 'failed' THEN r.amount ELSE 0 END,
         updated_at      = now()
-    FROM refund AS r
+    FROM refund AS r, prev
     WHERE p.id = r.payment_id
-      AND r.status <> 'pending'
+      AND r.status IS DISTINCT FROM prev.status
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT r.user_id, 'refund.' || r.status, 'refund', r.id,
@@ -495,10 +503,10 @@ FROM refund
 `
 
 type RefundRecordOutcomeParams struct {
+	ID             int64
 	Status         string
 	StripeRefundID *string
 	FailureReason  *string
-	ID             int64
 }
 
 type RefundRecordOutcomeRow struct {
@@ -525,14 +533,17 @@ type RefundRecordOutcomeRow struct {
 }
 
 // RefundRecordOutcome records what Stripe made of a refund, moves the
-// payment's amounts with it (a succeeded refund is refunded, a failed one
-// gives its reservation back), and audits it: one statement.
+// payment's amounts with it, and audits it: one statement. Money moves by
+// the change of status alone: a refund that succeeds is refunded; one that
+// fails gives back what it reserved (and refunded); one an operator
+// settles as refunded after it was recorded failed reserves its amount
+// again.
 func (q *Queries) RefundRecordOutcome(ctx context.Context, db DBTX, arg *RefundRecordOutcomeParams) (*RefundRecordOutcomeRow, error) {
 	row := db.QueryRow(ctx, refundRecordOutcome,
+		arg.ID,
 		arg.Status,
 		arg.StripeRefundID,
 		arg.FailureReason,
-		arg.ID,
 	)
 	var i RefundRecordOutcomeRow
 	err := row.Scan(

@@ -34,8 +34,16 @@ func (s *EventSettler) Settle(ctx context.Context, tx pgx.Tx, refund *dbsqlc.Ref
 	case refund.StatusAt != nil && at.Before(*refund.StatusAt):
 		return fmt.Sprintf("older than refund %d's status %s (of %s)", refund.ID, refund.Status, refund.StatusAt.UTC().Format(time.RFC3339)), nil
 	case refund.Status == StatusFailed && status != StatusFailed:
-		return "", phases.Alarm("Refund %s is %s for refund %d, recorded failed (%s): money may have moved",
+		why := fmt.Sprintf("Refund %s is %s for refund %d, recorded failed (%s): money moved",
 			sr.ID, status, refund.ID, deref(refund.FailureReason))
+		if refund.IdempotencyKeyID != nil {
+			// The key answers "not refunded" no more: a client told so
+			// would refund again under a new key.
+			if _, err := s.Engine.Reopen(ctx, tx, *refund.IdempotencyKeyID, RefundCreated, why+"; resolve it as refunded by "+sr.ID); err != nil {
+				return "", err
+			}
+		}
+		return "", phases.Alarm("%s", why)
 	case status == StatusPending && refund.Status == StatusSucceeded:
 		return fmt.Sprintf("refund %d succeeded already", refund.ID), nil
 	}
