@@ -106,3 +106,29 @@ func TestRowsMadeBeforePublicIDsKeepTheirNumbers(t *testing.T) {
 	require.Len(t, list.Data, 2)
 	require.Equal(t, []string{fresh.ID, got.ID}, []string{list.Data[0].ID, list.Data[1].ID}, "newest first")
 }
+
+// Finding 5 of issue 25: ids came from sequences, so a restore that rewinds
+// them (a dump, a snapshot, commits lost in a failover) handed an id a
+// client already held to another payment, and a client holding it read,
+// or refunded, someone else's payment by it. A restored database now
+// never hands a held id out again.
+func TestARestoredDatabaseNeverHandsAHeldIDOutAgain(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{Workers: quietCompleter})
+	_, apiKey := svc.NewUser(t)
+	var before int64
+	var called bool
+	require.NoError(t, svc.Pool.QueryRow(context.Background(), "SELECT last_value, is_called FROM payments_id_seq").Scan(&before, &called))
+	held := paid(t, svc, apiKey, "held")
+
+	// Restored to before the payment: its rows, and the sequence's value.
+	forgetEverything(t, svc)
+	_, err := svc.Pool.Exec(context.Background(), "SELECT setval('payments_id_seq', $1, $2)", before, called)
+	require.NoError(t, err)
+	_, otherKey := svc.NewUser(t)
+	other := paid(t, svc, otherKey, "someone-else")
+
+	require.NotEqual(t, held.ID, other.ID)
+	requireProblem(t, svc.Do(t, http.MethodGet, "/payments/"+held.ID, "", "Authorization", "Bearer "+apiKey),
+		http.StatusNotFound, "not-found")
+}
