@@ -19,7 +19,7 @@
 #   make generate regenerate sqlc code; make check-generated fails if stale
 #   make clean    stop the throwaway Postgres clusters; remove .tmp/ and bin/
 #   make lint-openapi  lint api/openapi.yaml; type-check a generated client
-#   make walk     run the README's curl walk; rewrite its captures (CHECK=1: check them)
+#   make walk     run the curl walk of docs/walk.md; rewrite its captures (CHECK=1: check them)
 
 SHELL := bash
 GO    ?= go
@@ -71,8 +71,8 @@ lint:
 lint-openapi:
 	scripts/lint-openapi.sh
 
-# The README's curl walk, run in order against make run on a fresh database:
-# rewrites the README's captures; with CHECK=1 it only checks that they
+# The curl walk of docs/walk.md, run in order against make run on a fresh
+# database: rewrites its captures; with CHECK=1 it only checks that they
 # still match (ids and times aside), as CI does.
 walk: build
 	scripts/walk.sh $(if $(CHECK),--check)
