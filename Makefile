@@ -47,8 +47,9 @@ test:
 
 # Behind PgBouncer 1.18 in transaction pooling mode (scripts/pgbouncer.sh,
 # which installs Debian's package when missing), every test database's pool
-# in pgx's exec mode, as a deployment behind a pooler runs (the README's
-# "Behind PgBouncer"); the databases are made and dropped directly.
+# in pgx's exec mode, as a deployment behind a pooler runs ("Behind
+# PgBouncer" in docs/configuration.md); the databases are made and dropped
+# directly.
 test-pgbouncer:
 	scripts/with-postgres.sh bash -c 'scripts/pgbouncer.sh run "$$TEST_DATABASE_URL" \
 	  $(GO) test -count=1 ./internal/api/... ./internal/workers/... ./internal/webhooks/...'
