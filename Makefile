@@ -19,7 +19,7 @@
 #   make generate regenerate sqlc code; make check-generated fails if stale
 #   make clean    stop the throwaway Postgres clusters; remove .tmp/ and bin/
 #   make lint-openapi  lint api/openapi.yaml; type-check a generated client
-#   make walk     run the README's curl walk; rewrite its captures (CHECK=1: check them)
+#   make walk     run the curl walk of docs/walk.md; rewrite its captures (CHECK=1: check them)
 
 SHELL := bash
 GO    ?= go
@@ -47,8 +47,9 @@ test:
 
 # Behind PgBouncer 1.18 in transaction pooling mode (scripts/pgbouncer.sh,
 # which installs Debian's package when missing), every test database's pool
-# in pgx's exec mode, as a deployment behind a pooler runs (the README's
-# "Behind PgBouncer"); the databases are made and dropped directly.
+# in pgx's exec mode, as a deployment behind a pooler runs ("Behind
+# PgBouncer" in docs/configuration.md); the databases are made and dropped
+# directly.
 test-pgbouncer:
 	scripts/with-postgres.sh bash -c 'scripts/pgbouncer.sh run "$$TEST_DATABASE_URL" \
 	  $(GO) test -count=1 ./internal/api/... ./internal/workers/... ./internal/webhooks/...'
@@ -71,8 +72,8 @@ lint:
 lint-openapi:
 	scripts/lint-openapi.sh
 
-# The README's curl walk, run in order against make run on a fresh database:
-# rewrites the README's captures; with CHECK=1 it only checks that they
+# The curl walk of docs/walk.md, run in order against make run on a fresh
+# database: rewrites its captures; with CHECK=1 it only checks that they
 # still match (ids and times aside), as CI does.
 walk: build
 	scripts/walk.sh $(if $(CHECK),--check)

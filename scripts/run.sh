@@ -152,8 +152,8 @@ for v in PAYMENTSD_STRIPE_VISIBILITY_MARGIN PAYMENTSD_STRIPE_TIMEOUT PAYMENTSD_L
 done
 [ -z "$timing" ] || exports+=$'\n'"  export$timing"
 
-# The banner's curl is the first step of the README's walk (key "order-1001"),
-# so pasting it and then following the walk gives the README's ids.
+# The banner's curl is the first step of the walk in docs/walk.md (key
+# "order-1001"), so pasting it and then following the walk goes as it shows.
 cat >&2 <<CURL
 
 Ready. Charge a card (run it twice: the second answer is a replay):

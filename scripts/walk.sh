@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# `make walk`: runs the README's curl walk, in order, against `make run`
-# (a fresh database in the throwaway cluster, the emulator, the API), and
-# writes what each step printed into the README's ```console blocks that
+# `make walk`: runs the curl walk of docs/walk.md, in order, against
+# `make run` (a fresh database in the throwaway cluster, the emulator, the
+# API), and writes what each step printed into its ```console blocks that
 # follow a `<!-- walk:STEP -->` marker.
 #
-#   scripts/walk.sh           capture, and rewrite README.md's blocks
-#   scripts/walk.sh --check   capture, and fail if README.md's blocks differ
+#   scripts/walk.sh           capture, and rewrite docs/walk.md's blocks
+#   scripts/walk.sh --check   capture, and fail if docs/walk.md's blocks differ
 #                             from the capture, ids and times aside
 #                             (request ids, dates, timestamps, lengths,
 #                             payment, refund and PaymentIntent ids); CI
 #                             runs this
 #
 # The stack runs with PAYMENTSD_STRIPE_VISIBILITY_MARGIN=1s, so the
-# unknown-outcome step reaches its 201 in seconds rather than a minute; the
-# README says so. The commands are shown with the default addresses
+# unknown-outcome step reaches its 201 in seconds rather than a minute;
+# docs/walk.md says so. The commands are shown with the default addresses
 # (127.0.0.1:8080, the emulator on 127.0.0.1:12111) while the stack listens
 # on free ports of its own, so a `make run` of yours may stay up meanwhile.
 set -euo pipefail
@@ -25,6 +25,7 @@ case $mode in write | --check) ;; *) echo "usage: $0 [--check]" >&2; exit 2 ;; e
 say() { echo "walk: $*" >&2; }
 fail() { say "$*"; exit 1; }
 out=$root/.tmp/walk
+doc=docs/walk.md
 rm -rf "$out"
 mkdir -p "$out/blocks"
 
@@ -78,7 +79,7 @@ curl() { command curl -sS "$@"; }
 block() { cat >>"$out/blocks/$1"; }
 
 # run_step STEP COMMAND: shows COMMAND after a "$" prompt in block STEP, as the
-# README shows it (default addresses), runs it against the walk's stack, and
+# walk shows it (default addresses), runs it against the walk's stack, and
 # adds what it printed, CRs removed and ending with a newline.
 run_step() {
   local step=$1 shown=$2 real printed
@@ -171,7 +172,7 @@ run_step over-refund "curl -i http://127.0.0.1:8080/payments/$paid_id/refunds \\
 grep -q '^HTTP/1.1 400' "$out/last" || fail "over-refund: expected 400"
 run_step refunded "curl -s http://127.0.0.1:8080/payments/$paid_id -H \"Authorization: Bearer \$API_KEY\""
 
-# splice README: the fenced block after each <!-- walk:STEP --> marker gets
+# splice DOC: the fenced block after each <!-- walk:STEP --> marker gets
 # the captured block of STEP.
 splice() {
   awk -v dir="$out/blocks" '
@@ -196,16 +197,16 @@ mask() {
 for step in create replay bare-key reused declined in-flight in-flight-second in-flight-first unknown read validation \
   refund refund-replay over-refund refunded; do
   [ -s "$out/blocks/$step" ] || fail "step $step printed nothing"
-  grep -q "^<!-- walk:$step -->\$" README.md || fail "README.md has no <!-- walk:$step --> marker"
+  grep -q "^<!-- walk:$step -->\$" "$doc" || fail "$doc has no <!-- walk:$step --> marker"
 done
-splice README.md >"$out/README.md"
+splice "$doc" >"$out/walk.md"
 if [ "$mode" = --check ]; then
-  if ! diff -u <(mask README.md) <(mask "$out/README.md") >"$out/README.diff"; then
-    cat "$out/README.diff" >&2
-    fail "README.md's walk differs from what the walk prints now (ids and times aside): run make walk and commit README.md"
+  if ! diff -u <(mask "$doc") <(mask "$out/walk.md") >"$out/walk.diff"; then
+    cat "$out/walk.diff" >&2
+    fail "$doc differs from what the walk prints now (ids and times aside): run make walk and commit $doc"
   fi
-  say "README.md's walk matches a fresh run (ids and times aside)"
+  say "$doc matches a fresh run (ids and times aside)"
 else
-  cp "$out/README.md" README.md
-  say "README.md's walk rewritten from a fresh run"
+  cp "$out/walk.md" "$doc"
+  say "$doc rewritten from a fresh run"
 fi

@@ -9,7 +9,7 @@
 -- recorded one, history_lost_at; for a while after it, a fresh key is
 -- looked up at Stripe before its first send (stripeonce.Rules.LostHistory).
 -- A storage snapshot restored on the same timeline is not seen: the
--- README's failover section says what an operator does then.
+-- failover section of docs/operations.md says what an operator does then.
 ALTER TABLE deployment
     ADD COLUMN timeline        bigint,
     ADD COLUMN database_oid    bigint,

@@ -14,10 +14,10 @@ import (
 )
 
 // Example_endpoint is the recipe for a new idempotent endpoint, compiled and
-// run by CI so the README cannot drift from the code: a flow of typed steps,
-// and an Endpoint that names its route, its flow and its decoder. A real one
-// (internal/phases/refunds, mounted in internal/app) adds its queries and a
-// foreign call through package stripeonce.
+// run by CI so docs/adding-an-endpoint.md cannot drift from the code: a flow
+// of typed steps, and an Endpoint that names its route, its flow and its
+// decoder. A real one (internal/phases/refunds, mounted in internal/app)
+// adds its queries and a foreign call through package stripeonce.
 func Example_endpoint() {
 	type giftCard struct {
 		Amount int64 `json:"amount"`

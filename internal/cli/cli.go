@@ -1,6 +1,6 @@
 // Package cli is paymentsd's command line: migrate, users create, serve,
-// stripefake, keys list and keys resolve, as the contract in the README
-// fixes them, plus help and version.
+// stripefake, keys list and keys resolve, as docs/configuration.md's
+// Command line fixes them, plus help and version.
 //
 // Every command answers --help (or -h) on stdout with exit code 0: its
 // usage, flags, the environment it reads and an example. A command line

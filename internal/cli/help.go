@@ -38,8 +38,8 @@ var (
 		"PAYMENTSD_HEARTBEAT_INTERVAL", "PAYMENTSD_SHUTDOWN_GRACE", "PAYMENTSD_POLL_ONLY", "PAYMENTSD_PPROF_ADDR", "PAYMENTSD_LOG_LEVEL"}
 )
 
-// envDocs says what each variable does; the README's Configuration table
-// says it at length.
+// envDocs says what each variable does; the Configuration table of
+// docs/configuration.md says it at length.
 var envDocs = map[string]string{
 	"DATABASE_URL":                       "Postgres connection string (required)",
 	"PAYMENTSD_ADDR":                     "listen address (default 127.0.0.1:8080)",
@@ -130,7 +130,7 @@ func init() {
 			about: "Settles key ID, parked for an operator (keys list --state needs-attention), after checking the\n" +
 				"operator's word against Stripe: --as charged names the PaymentIntent that charged (for a refund\n" +
 				"key, the Stripe Refund), --as not-charged says nothing was. It prints the answer the key replays\n" +
-				"from then on, as one JSON line, and writes an audit record. See the README's operator's runbook.",
+				"from then on, as one JSON line, and writes an audit record. See the runbook in docs/operations.md.",
 			env:     envStripe,
 			example: "paymentsd keys resolve 42 --as charged --payment-intent pi_3PqR8sLkdIwHu7ix1Kf0aBcD",
 			run:     keysResolveCmd,
