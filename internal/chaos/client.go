@@ -69,6 +69,7 @@ func (c *Clients) client(ctx context.Context, stopNew <-chan struct{}, idx int) 
 		if in.Status == http.StatusCreated && rng.Float64() < c.Cfg.Refund {
 			c.refund(ctx, rng, in)
 		}
+		c.Ledger.Update(func() { in.Done = true })
 		if c.Cfg.Think > 0 {
 			select {
 			case <-stopNew:

@@ -41,6 +41,9 @@ type Intent struct {
 	Replayed bool
 	// GaveUp: the client gave up by design; Abandoned: the run ended first.
 	GaveUp, Abandoned bool
+	// Done is set once the client moved on from a payment, its refunds
+	// included: only then may lost history take it (lost_history.go).
+	Done bool
 	// MustExist is set once an answer proved the key was stored (a 409 for
 	// it, a 503 from the processor, a definite answer).
 	MustExist bool
@@ -48,12 +51,12 @@ type Intent struct {
 	Unexpected string
 	// Parent is, for a refund, the payment intent whose payment it refunds.
 	Parent *Intent
-	// Lost says why, after a failover, the database no longer holds the
-	// definite answer the client got; empty when it does.
+	// Lost says why, after a failover or lost history, the database no
+	// longer holds the definite answer the client got; empty when it does.
 	Lost string
-	// Resend is the key sent again after a failover, as a client
-	// reconciling would: for an answer the database lost, a key stored
-	// and lost, or a refund sent to a payment the database lost.
+	// Resend is the key sent again after a failover or lost history, as
+	// a client reconciling would: for an answer the database lost, a key
+	// stored and lost, or a refund sent to a payment the database lost.
 	Resend *Intent
 
 	Started, Ended time.Time
@@ -127,6 +130,13 @@ func (l *Ledger) Finish(in *Intent, update func(in *Intent)) {
 	defer l.mu.Unlock()
 	update(in)
 	in.Ended = time.Now()
+}
+
+// Update changes recorded intents under the ledger's lock.
+func (l *Ledger) Update(change func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	change()
 }
 
 // Intents returns the recorded intents. Call it once the clients stopped.

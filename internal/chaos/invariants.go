@@ -236,12 +236,13 @@ func checkOutcome(c *Check, in *Intent, k *KeyRow, snap *Snapshot, piOf map[int6
 }
 
 // checkAnswered checks that the client got the answer the key stores: the
-// client's own, or, for an answer the failover lost (checked by check 7),
-// the one its key was sent again for.
+// client's own, or, for a key sent again after a failover or lost history
+// (checks 7 and 10 judge the lost answers), the one its key was sent again
+// for.
 func checkAnswered(c *Check, in *Intent, k *KeyRow) {
 	code := int(*k.ResponseCode)
 	got := in
-	if in.Lost != "" {
+	if in.Lost != "" || in.Resend != nil {
 		got = in.Resend
 	}
 	if got != nil && got.Definite() && (got.Status != code || !bytes.Equal(got.Response, k.ResponseBody)) {
