@@ -47,6 +47,10 @@ type Intent struct {
 	// MustExist is set once an answer proved the key was stored (a 409 for
 	// it, a 503 from the processor, a definite answer).
 	MustExist bool
+	// AwaitsOperator is set for a refund key lost with its payment when the
+	// payment, sent again, was handed to an operator: the refund waits for
+	// the operator too and is not sent again (lost_history.go).
+	AwaitsOperator bool
 	// Unexpected is a final answer that is neither definite nor retryable.
 	Unexpected string
 	// Parent is, for a refund, the payment intent whose payment it refunds.

@@ -3,7 +3,10 @@ package chaos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +28,8 @@ import (
 // holds a replayed 500 (the hardest case: nothing but a lookup finds what
 // that 500 charged). Config.LostRetryAfter later the intent's client sends
 // the key again, with the same body, until it is answered, and then its
-// lost refunds, to the payment the key names now; by then the
+// lost refunds, to the payment the key names now (a payment handed to an
+// operator keeps its refunds waiting for the operator too); by then the
 // PaymentIntent is older than that delay and, the emulator's search
 // lagging longer (Config.SearchLag), invisible to search.
 
@@ -49,6 +53,18 @@ type LostHistory struct {
 	RetriedAt time.Time
 
 	refundKeys map[string]bool // the refund keys deleted with the payment's
+}
+
+// what says what the fault deleted, for the event log.
+func (f *LostHistory) what() string {
+	if f.Victim.Refund {
+		return "a refund of payment " + strconv.FormatInt(f.Victim.PaymentID, 10)
+	}
+	s := fmt.Sprintf("payment %d, %s, %d refund keys with it", f.Payment, orNone(f.PaymentIntent), len(f.Refunds))
+	if f.Spent {
+		s += "; its Stripe key holds a 500"
+	}
+	return s
 }
 
 // Lost injects lost-history faults and sends their keys again later.
@@ -96,8 +112,7 @@ func (l *Lost) Run(ctx context.Context, rng *rand.Rand) {
 			l.Events.Logf(EventProgress, "lost history: no key to lose yet")
 			continue
 		}
-		l.Events.Logf(EventLostHistory, "key %s lost (payment %d, %s, %d refund keys with it); its client sends it again in %s",
-			f.Victim.Key, f.Payment, orNone(f.PaymentIntent), len(f.Refunds), l.Cfg.LostRetryAfter)
+		l.Events.Logf(EventLostHistory, "key %s lost (%s); its client sends it again in %s", f.Victim.Key, f.what(), l.Cfg.LostRetryAfter)
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
@@ -349,7 +364,15 @@ func (l *Lost) retry(f *LostHistory, rng *rand.Rand) {
 	if refusedOnce(f.Victim) {
 		return
 	}
-	l.resend(ctx, rng, f.Victim, f.Victim.PaymentID)
+	if again := l.resend(ctx, rng, f.Victim, f.Victim.PaymentID); strings.HasPrefix(again.Unexpected, "503 needs-attention") {
+		// Parked: its refunds wait for the operator too.
+		l.Ledger.Update(func() {
+			for _, r := range f.Refunds {
+				r.AwaitsOperator = !refusedOnce(r)
+			}
+		})
+		return
+	}
 	if len(f.Refunds) == 0 {
 		return
 	}
@@ -366,15 +389,19 @@ func (l *Lost) retry(f *LostHistory, rng *rand.Rand) {
 	}
 }
 
-func (l *Lost) resend(ctx context.Context, rng *rand.Rand, in *Intent, paymentID int64) {
+func (l *Lost) resend(ctx context.Context, rng *rand.Rand, in *Intent, paymentID int64) *Intent {
 	again := &Intent{Client: in.Client, User: in.User, Key: in.Key, Refund: in.Refund, PaymentID: paymentID,
 		Parent: in.Parent, Body: in.Body, Card: in.Card, Amount: in.Amount, Started: time.Now()}
 	l.Resender.Ledger.Add(again)
 	l.Resender.drive(ctx, rng, again)
 	l.Ledger.Update(func() { in.Resend = again })
-	if again.Status == 0 {
+	switch {
+	case strings.HasPrefix(again.Unexpected, "503 needs-attention"):
+		l.Events.Logf(EventLostHistory, "key %s sent again: handed to an operator (%s)", in.Key, again.Unexpected)
+	case again.Status == 0:
 		l.Events.Logf(EventHarnessErr, "lost history: key %s sent again was not answered: %v", in.Key, again.Labels)
 	}
+	return again
 }
 
 func orNone(s string) string {

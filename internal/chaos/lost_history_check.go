@@ -16,7 +16,7 @@ const (
 	LostReadopted   = "re-adopted"   // answered again with the object Stripe made before the loss
 	LostNotCharged  = "not charged"  // answered 402 again (a refund: refused), nothing at Stripe
 	LostFirstCharge = "charged anew" // nothing at Stripe before the loss; its first charge or refund came after
-	LostParked      = "parked"       // handed to an operator, never charged again
+	LostParked      = "parked"       // handed to an operator (a refund: with its payment), never charged again
 	LostRefusal     = "refusal kept" // a refund's refusal, final for its client, not sent again
 	LostViolation   = "violation"    // check 10 failed for it
 )
@@ -152,6 +152,13 @@ func judgePayment(c *Check, f *LostHistory, in *Intent, snap *Snapshot, succeede
 }
 
 func judgeRefund(c *Check, f *LostHistory, in *Intent, snap *Snapshot, atStripe []stripefake.Refund) string {
+	if in.Resend == nil && in.AwaitsOperator {
+		if len(atStripe) > 1 {
+			c.Failf("refund key %s, lost with its parked payment, refunded %d times", in.Key, len(atStripe))
+			return LostViolation
+		}
+		return LostParked
+	}
 	if in.Resend == nil && refusedOnce(in) {
 		if len(atStripe) != 0 {
 			c.Failf("refund key %s: refused, lost, yet refunded by %s", in.Key, atStripe[0].ID)

@@ -99,3 +99,42 @@ func TestLostHistoryRefusalKeptOnlyWhenNothingRefunded(t *testing.T) {
 		t.Error("check 10 passed a lost refusal that refunded")
 	}
 }
+
+// parkedA is lostA with key a handed to an operator when sent again (a
+// lookup too long to page through): payment 3 pending, its refund key not
+// sent again, Stripe's re_a without a row until the operator settles it.
+func parkedA() ([]*Intent, *Snapshot, *LostHistory) {
+	intents, snap, f := lostA()
+	k := snap.Keys[UserKey{7, "a"}][0]
+	at, why := retriedAt, "more than 10000 PaymentIntents were created in the lookup's window"
+	k.RecoveryPoint, k.ResponseCode, k.ResponseBody, k.NeedsAttention, k.LastError = "payment_created", nil, nil, &at, &why
+	p := snap.Payments[3]
+	p.Status, p.PaymentIntentID, p.AmountRefunded, p.AmountReserved = "pending", nil, 0, 0
+	snap.Receipts = map[int64]int{}
+	refund := intents[2]
+	delete(snap.Keys, UserKey{7, refund.Key})
+	snap.Refunds, snap.RefundsOf = map[int64]*RefundRow{}, map[int64]*RefundRow{}
+	intents[0].Resend = &Intent{Key: "a", Unexpected: "503 needs-attention: {}"}
+	refund.Resend, refund.AwaitsOperator = nil, true
+	return intents, snap, f
+}
+
+func TestLostHistoryRefundsOfAParkedPaymentAwaitTheOperator(t *testing.T) {
+	intents, snap, f := parkedA()
+	v := Verify(intents, snap, drained, time.Minute, nil)
+	requireChecks(t, v)
+	if len(v.NeedsAttention) != 2 {
+		t.Errorf("needs attention: %v", v.NeedsAttention)
+	}
+	c, s := checkLostHistory([]*LostHistory{f}, snap)
+	if !c.Passed() || s.Ended[LostParked] != 2 {
+		t.Errorf("check 10: %v, %+v", c.Details, s)
+	}
+
+	// Not marked as waiting, the refund is a key lost for good.
+	intents[2].AwaitsOperator = false
+	requireChecks(t, Verify(intents, snap, drained, time.Minute, nil), 1, 6)
+	if c, _ := checkLostHistory([]*LostHistory{f}, snap); c.Passed() {
+		t.Error("check 10 passed a lost refund never sent again")
+	}
+}

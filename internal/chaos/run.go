@@ -97,7 +97,8 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 			return false, err
 		}
 		defer lostPool.Close()
-		resender := &Clients{Cfg: cfg, Users: rig.Users, Targets: targets, Ledger: NewLedger(), HTTP: clients.HTTP, Events: ev}
+		resender := &Clients{Cfg: cfg, Users: rig.Users, Targets: targets, Ledger: NewLedger(), HTTP: clients.HTTP, Events: ev,
+			FinalOnAttention: true}
 		lost = &Lost{Cfg: cfg, Pool: lostPool, Ledger: ledger, Resender: resender, Events: ev}
 	}
 	go func() {
