@@ -84,7 +84,11 @@
 // payment back what it reserved and refunded). -lost-retry-after later
 // the intent's client sends the key again with the same body until it is
 // answered, then the lost refunds, to the payment the key names now; a
-// refusal stays final and is not sent again. The emulator's search lags
+// refusal stays final and is not sent again, and a payment handed to an
+// operator (503 needs-attention: paymentsd parks a lost key whose
+// lookback would list over 10,000 PaymentIntents, which a 10-minute run
+// reaches after about eight) keeps its lost refunds waiting for the
+// operator too, their Refunds at Stripe without a row. The emulator's search lags
 // twice that delay and half a minute (-search-lag-ms, raised to that and
 // kept on through the drain), so search never shows the PaymentIntent at
 // the retry: only a list reaching back far enough finds it.
