@@ -13,7 +13,7 @@
 #                 about 30 minutes and 25 GB of disk, dropped at exit), the
 #                 reaper and the sizes beside; BENCH_FILL=N make bench is the
 #                 same
-#   make chaos    the fault run: kills, restarts, processor faults
+#   make chaos    the fault run: kills, restarts, processor faults, lost history
 #   make chaos-failover  the fault run through a Postgres failover, to a
 #                 synchronous standby and then to an asynchronous one
 #   make generate regenerate sqlc code; make check-generated fails if stale

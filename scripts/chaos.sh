@@ -3,7 +3,8 @@
 # harness, which starts its own Postgres cluster (.tmp/chaos-postgres on
 # port 55433, so it may restart it without touching the developer's), the
 # Stripe emulator and several `paymentsd serve` processes, drives clients
-# through SIGKILLs, a Postgres restart and processor faults, and checks that
+# through SIGKILLs, a Postgres restart, processor faults and lost history
+# (a key's rows deleted, its client sending it again later), and checks that
 # every payment happened exactly once. Exit status 0 means zero violations.
 #
 #   scripts/chaos.sh                      the short form (CHAOS_DURATION, 45s)

@@ -28,6 +28,10 @@ type Clients struct {
 	HTTP    *http.Client
 	// Events, when set, is told what Reconcile sends again.
 	Events *Events
+	// FinalOnAttention makes a 503 needs-attention final: the client stops
+	// sending a key the service handed to an operator (lost history's
+	// retries do; the load's clients retry until the run ends).
+	FinalOnAttention bool
 }
 
 // NewHTTPClient is the clients' shared HTTP client. Its timeout exceeds the
@@ -69,6 +73,7 @@ func (c *Clients) client(ctx context.Context, stopNew <-chan struct{}, idx int) 
 		if in.Status == http.StatusCreated && rng.Float64() < c.Cfg.Refund {
 			c.refund(ctx, rng, in)
 		}
+		c.Ledger.Update(func() { in.Done = true })
 		if c.Cfg.Think > 0 {
 			select {
 			case <-stopNew:
@@ -233,6 +238,8 @@ func (c *Clients) post(ctx context.Context, target string, in *Intent) attempt {
 		a.retry, a.mustExist = true, true
 	case s == http.StatusServiceUnavailable && slug == "processor-unavailable":
 		a.retry, a.mustExist = true, true
+	case s == http.StatusServiceUnavailable && slug == "needs-attention" && c.FinalOnAttention:
+		a.mustExist = true
 	case s == http.StatusTooManyRequests, s >= 500:
 		a.retry = true
 	}

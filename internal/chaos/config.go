@@ -69,6 +69,26 @@ type Config struct {
 	// Webhooks has the emulator send its webhook events to the serve
 	// processes (webhooks.go).
 	Webhooks bool
+	// LostEvery is the mean pause between two lost-history faults
+	// (lost_history.go; ±20%); 0 disables them. LostRetryAfter is how long
+	// after the loss its client sends the key again.
+	LostEvery, LostRetryAfter time.Duration
+}
+
+// lostRetryAfter is the default delay of a lost key's retry: a quarter of
+// the run, so that it comes while the run still loads the service, at
+// least 10 s, and at most 2m30s, which is past the two minutes the charge
+// lookup listed before a lost key's attempt before commit 70e3608.
+func lostRetryAfter(run time.Duration) time.Duration {
+	return min(max(run/4, 10*time.Second), 2*time.Minute+30*time.Second)
+}
+
+// lostSearchLag is the least search lag a run with lost history needs:
+// a lost key is at most LostRetryAfter old when it is lost and comes back
+// LostRetryAfter later, so search must not show a PaymentIntent that old,
+// with half a minute to spare.
+func lostSearchLag(retryAfter time.Duration) time.Duration {
+	return 2*retryAfter + 30*time.Second
 }
 
 // Paymentsd is the path of the paymentsd binary under test.
@@ -131,8 +151,22 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.DurationVar(&cfg.ReplicationCut, "replication-cut", 2*time.Second, "async failover: how long before the primary stops its standby stops receiving WAL (0: only the natural lag)")
 	fs.DurationVar(&cfg.PromoteAfter, "promote-after", time.Second, "failover: how long the cluster has no primary before the standby is promoted")
 	webhookFlags(fs, cfg)
+	fs.DurationVar(&cfg.LostEvery, "lost-every", 10*time.Second, "mean pause between lost-history faults (±20%; 0 disables; off in a failover run unless set)")
+	fs.DurationVar(&cfg.LostRetryAfter, "lost-retry-after", 0, "how long after its loss a lost key is sent again (default: a quarter of -duration, within 10s-2m30s)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if failover != "" && !set["lost-every"] {
+		// A failover run loses history its own way (lost.go, resend.go).
+		cfg.LostEvery = 0
+	}
+	if cfg.LostRetryAfter == 0 {
+		cfg.LostRetryAfter = lostRetryAfter(cfg.Duration)
+	}
+	if lag := lostSearchLag(cfg.LostRetryAfter).Milliseconds(); cfg.LostEvery > 0 && !set["search-lag-ms"] && cfg.Faults.SearchLagMS < lag {
+		cfg.Faults.SearchLagMS = lag
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -168,6 +202,9 @@ func (c *Config) validate() error {
 	}
 	if c.Clients < 1 || c.Serve < 1 || c.Users < 1 {
 		errs = append(errs, errors.New("-clients, -serve and -users must be at least 1"))
+	}
+	if c.LostEvery < 0 || c.LostRetryAfter < 0 {
+		errs = append(errs, errors.New("-lost-every and -lost-retry-after must not be negative"))
 	}
 	if c.KillEvery < 0 || c.Drain <= 0 || c.Think < 0 {
 		errs = append(errs, errors.New("-kill-every and -think must not be negative, -drain must be positive"))

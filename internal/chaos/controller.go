@@ -11,6 +11,7 @@ import (
 // SIGKILLs a random serve process every Config.KillEvery (±20%) and starts
 // it again one to two seconds later, and restarts Postgres once, half way
 // through the run; or, in a failover run, fails Postgres over instead.
+// With Lost set it loses a key's history every Config.LostEvery.
 type Controller struct {
 	Cfg     *Config
 	Fleet   *Fleet
@@ -19,6 +20,8 @@ type Controller struct {
 	// Pair, in a failover run, is failed over, and Failover records how.
 	Pair     *Pair
 	Failover *Failover
+	// Lost, when set, injects the lost-history faults (lost_history.go).
+	Lost *Lost
 }
 
 // Run injects faults until ctx ends. It returns only after whatever it
@@ -42,6 +45,14 @@ func (c *Controller) Run(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			c.restartPostgres(ctx)
+		}()
+	}
+	if c.Lost != nil {
+		lostRng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Lost.Run(ctx, lostRng)
 		}()
 	}
 	if c.Pair != nil {

@@ -30,8 +30,9 @@
 //     random serve process every -kill-every (±20%) and restarts it a second
 //     or two later, and restarts Postgres once (stop -m fast, start) in the
 //     middle of the run. A supervisor restarts any serve process that exits
-//     on its own, as systemd would. Every injection is logged with a
-//     timestamp (events.go).
+//     on its own, as systemd would. It also loses history (lost_history.go,
+//     below) every -lost-every. Every injection is logged with a timestamp
+//     (events.go).
 //
 //  4. Drain (drain.go). At the end of -duration the controller stops, the
 //     emulator's faults are turned off and its hung requests released, every
@@ -52,7 +53,8 @@
 //  2. a 201 has exactly one succeeded PaymentIntent for its payment, which
 //     the payment row records as succeeded; a 402 has none and a failed
 //     payment; a client that got a definite answer got exactly the stored
-//     one; the outcome matches the card;
+//     one (for a key sent again after a loss, the answer to that); the
+//     outcome matches the card;
 //
 //  3. every PaymentIntent names, through the intent in its metadata, a
 //     payment of this deployment, and no payment has two succeeded
@@ -66,6 +68,49 @@
 //  6. one Stripe Refund per refund key, which its refund row records, on
 //     the payment its client meant; per payment, refunded at Stripe =
 //     succeeded refunds <= amount.
+//
+// # Lost history
+//
+// A restore, or a failover to a standby that lagged, loses the tail of
+// commits after some point while Stripe keeps what those requests made.
+// Every -lost-every (±20%; lost_history.go) the controller takes a key of
+// that tail: a payment whose client is done with it (its refunds too), or
+// a refund of one, made within the last -lost-retry-after and leased by no
+// run; half the time it prefers a payment whose Stripe key holds a
+// replayed 500, which only a lookup can resolve. It deletes, in one
+// transaction, everything the key's requests committed: the key, its
+// payment, the payment's refunds and their keys, their audit records,
+// receipts, outbox rows and receipt jobs (a lost refund alone gives its
+// payment back what it reserved and refunded). -lost-retry-after later
+// the intent's client sends the key again with the same body until it is
+// answered, then the lost refunds, to the payment the key names now; a
+// refusal stays final and is not sent again, and a payment handed to an
+// operator (503 needs-attention: paymentsd parks a lost key whose
+// lookback would list over 10,000 PaymentIntents, which a 10-minute run
+// reaches after about eight) keeps its lost refunds waiting for the
+// operator too, their Refunds at Stripe without a row. The emulator's search lags
+// twice that delay and half a minute (-search-lag-ms, raised to that and
+// kept on through the drain), so search never shows the PaymentIntent at
+// the retry: only a list reaching back far enough finds it.
+//
+// The delay is wall time, a quarter of -duration within 10 s and 2m30s:
+// the emulator runs as a process of its own, and moving its clock would
+// skew it against the database's for every key at once, which paymentsd
+// measures and corrects since 70e3608, and which is another fault. A
+// 10-minute run therefore sends each lost key again 2m30s after its loss,
+// when its PaymentIntent is older than the two minutes the lookup listed
+// before the attempt until 70e3608 (the table counts those); a 45 s run
+// proves the deletion, the re-adoption and the invariants with an 11 s
+// delay, not that lookback. After the drain the harness waits for every
+// lost key to come back, then drains again. One more invariant follows:
+//
+//  10. every lost key was sent again and answered as before the loss: the
+//     same status and the same PaymentIntent or Refund (under a new payment
+//     id, with its receipt sent again), and still only one at Stripe; a
+//     decline or refusal again, nothing charged or refunded; or parked for
+//     an operator. The table counts the faults and how each key ended:
+//     re-adopted, not charged, charged anew (nothing at Stripe before the
+//     loss), parked, refusal kept.
 //
 // # Failover runs
 //
@@ -82,7 +127,8 @@
 // stop its WAL receiver is cut off, so the last seconds of commits, answers
 // clients already hold among them, are lost.
 //
-// After the drain a reconciling client sends again every key whose answer
+// A failover run injects no lost history unless -lost-every is given: it
+// loses its own. After the drain a reconciling client sends again every key whose answer
 // the database lost (but a refund's refusal, final for its client), every
 // key it had acknowledged storing and lost, and every key Stripe holds an
 // object for but the database does not; a refund goes to the payment its

@@ -22,10 +22,12 @@ const (
 	EventReplicationCut EventKind = "replication-cut"
 	EventPrimaryStop    EventKind = "primary-stop"
 	EventPromote        EventKind = "promote"
-	EventFaults         EventKind = "faults"
-	EventPhase          EventKind = "phase"
-	EventProgress       EventKind = "progress"
-	EventHarnessErr     EventKind = "harness-error"
+	// A key's committed history deleted (lost_history.go).
+	EventLostHistory EventKind = "lost-history"
+	EventFaults      EventKind = "faults"
+	EventPhase       EventKind = "phase"
+	EventProgress    EventKind = "progress"
+	EventHarnessErr  EventKind = "harness-error"
 )
 
 // Events is the run's timestamped log of injections and milestones. It

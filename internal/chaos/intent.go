@@ -41,19 +41,26 @@ type Intent struct {
 	Replayed bool
 	// GaveUp: the client gave up by design; Abandoned: the run ended first.
 	GaveUp, Abandoned bool
+	// Done is set once the client moved on from a payment, its refunds
+	// included: only then may lost history take it (lost_history.go).
+	Done bool
 	// MustExist is set once an answer proved the key was stored (a 409 for
 	// it, a 503 from the processor, a definite answer).
 	MustExist bool
+	// AwaitsOperator is set for a refund key lost with its payment when the
+	// payment, sent again, was handed to an operator: the refund waits for
+	// the operator too and is not sent again (lost_history.go).
+	AwaitsOperator bool
 	// Unexpected is a final answer that is neither definite nor retryable.
 	Unexpected string
 	// Parent is, for a refund, the payment intent whose payment it refunds.
 	Parent *Intent
-	// Lost says why, after a failover, the database no longer holds the
-	// definite answer the client got; empty when it does.
+	// Lost says why, after a failover or lost history, the database no
+	// longer holds the definite answer the client got; empty when it does.
 	Lost string
-	// Resend is the key sent again after a failover, as a client
-	// reconciling would: for an answer the database lost, a key stored
-	// and lost, or a refund sent to a payment the database lost.
+	// Resend is the key sent again after a failover or lost history, as
+	// a client reconciling would: for an answer the database lost, a key
+	// stored and lost, or a refund sent to a payment the database lost.
 	Resend *Intent
 
 	Started, Ended time.Time
@@ -127,6 +134,13 @@ func (l *Ledger) Finish(in *Intent, update func(in *Intent)) {
 	defer l.mu.Unlock()
 	update(in)
 	in.Ended = time.Now()
+}
+
+// Update changes recorded intents under the ledger's lock.
+func (l *Ledger) Update(change func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	change()
 }
 
 // Intents returns the recorded intents. Call it once the clients stopped.

@@ -24,7 +24,13 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration,
 	drained := &Check{N: 5, Name: "every key finished within the drain bound"}
 	refunds := &Check{N: 6, Name: "one Stripe Refund per refund key; refunded = succeeded refunds <= amount"}
 	v.Checks = []*Check{keys, outcomes, charges, receipts, drained, refunds}
-	checkRefunds(refunds, snap, v)
+	awaiting := map[string]bool{}
+	for _, in := range intents {
+		if in.AwaitsOperator {
+			awaiting[snap.intentID(in)] = true
+		}
+	}
+	checkRefunds(refunds, snap, v, awaiting)
 	if rec != nil {
 		lost := &Check{N: 7, Name: "no answer lost by the failover"}
 		if rec.Mode == FailoverAsync {
@@ -98,6 +104,10 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration,
 		switch {
 		case len(rows) == 0 && in.Lost != "" && refusedOnce(in):
 			// A refusal the failover lost: judged by check 7.
+			continue
+		case len(rows) == 0 && in.AwaitsOperator:
+			// Lost with its payment, which an operator now holds.
+			v.NeedsAttention = append(v.NeedsAttention, fmt.Sprintf("refund key %s: lost with its payment, which awaits an operator", in.Key))
 			continue
 		case len(rows) == 0 && in.MustExist:
 			keys.Failf("key %s (user %d): no row, yet the client was answered %v", in.Key, in.User.UserID, in.Labels)
@@ -236,12 +246,13 @@ func checkOutcome(c *Check, in *Intent, k *KeyRow, snap *Snapshot, piOf map[int6
 }
 
 // checkAnswered checks that the client got the answer the key stores: the
-// client's own, or, for an answer the failover lost (checked by check 7),
-// the one its key was sent again for.
+// client's own, or, for a key sent again after a failover or lost history
+// (checks 7 and 10 judge the lost answers), the one its key was sent again
+// for.
 func checkAnswered(c *Check, in *Intent, k *KeyRow) {
 	code := int(*k.ResponseCode)
 	got := in
-	if in.Lost != "" {
+	if in.Lost != "" || in.Resend != nil {
 		got = in.Resend
 	}
 	if got != nil && got.Definite() && (got.Status != code || !bytes.Equal(got.Response, k.ResponseBody)) {

@@ -25,6 +25,8 @@ type Report struct {
 	// WebhooksLostByFailover how many an asynchronous failover lost.
 	Webhooks               *Webhooks
 	WebhooksLostByFailover int
+	// Lost is what became of the lost-history faults (lost_history.go).
+	Lost *LostSummary
 }
 
 // emulatorOrder lists the emulator's counters in the order shown; any
@@ -122,6 +124,9 @@ func (r *Report) Print(w io.Writer) {
 	}
 	if rec := v.Recovery; rec != nil {
 		printFailover(w, row, rec, v)
+	}
+	if r.Lost != nil {
+		r.Lost.print(w, row, c)
 	}
 
 	fmt.Fprintln(w, "outcome")

@@ -90,9 +90,20 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 	defer endLoad()
 	controllerDone := make(chan struct{})
 	failover := &Failover{}
+	var lost *Lost
+	if cfg.LostEvery > 0 {
+		lostPool, err := OpenPool(ctx, rig.DBURL)
+		if err != nil {
+			return false, err
+		}
+		defer lostPool.Close()
+		resender := &Clients{Cfg: cfg, Users: rig.Users, Targets: targets, Ledger: NewLedger(), HTTP: clients.HTTP, Events: ev,
+			FinalOnAttention: true}
+		lost = &Lost{Cfg: cfg, Pool: lostPool, Ledger: ledger, Resender: resender, Events: ev}
+	}
 	go func() {
 		defer close(controllerDone)
-		(&Controller{Cfg: cfg, Fleet: rig.Fleet, Cluster: rig.Cluster, Events: ev, Pair: rig.Pair, Failover: failover}).Run(loadCtx)
+		(&Controller{Cfg: cfg, Fleet: rig.Fleet, Cluster: rig.Cluster, Events: ev, Pair: rig.Pair, Failover: failover, Lost: lost}).Run(loadCtx)
 	}()
 	stopNew := make(chan struct{})
 	clientCtx, stopClients := context.WithCancel(ctx)
@@ -117,7 +128,12 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 	<-controllerDone
 
 	faultsOff := time.Now()
-	if err := rig.Emulator.SetChaos(ctx, stripefake.AdminChaos{}); err != nil {
+	var lagging stripefake.AdminChaos
+	if lost != nil {
+		// Search lags on: lost keys are still to come back.
+		lagging.SearchLagMS = cfg.Faults.SearchLagMS
+	}
+	if err := rig.Emulator.SetChaos(ctx, lagging); err != nil {
 		return false, err
 	}
 	if err := rig.Emulator.Release(ctx); err != nil {
@@ -140,6 +156,9 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 	drain := WaitDrain(ctx, pool, ev, faultsOff, cfg.Drain, clientsDone)
 	stopClients()
 	<-clientsDone
+	if lost != nil {
+		lostKeysBack(ctx, lost, pool, ev, &drain)
+	}
 	var rec *Recovery
 	if rig.Pair != nil {
 		resender := &Clients{Cfg: cfg, Users: rig.Users, Targets: targets, Ledger: NewLedger(), HTTP: clients.HTTP, Events: ev}
@@ -174,6 +193,11 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 		check, lost := checkWebhooks(hooks, rec)
 		report.Verdict.Checks = append(report.Verdict.Checks, check)
 		report.Webhooks, report.WebhooksLostByFailover = hooks, lost
+	}
+	if lost != nil {
+		check, summary := checkLostHistory(lost.Faults(), snap)
+		report.Verdict.Checks = append(report.Verdict.Checks, check)
+		report.Lost = summary
 	}
 	out, err := os.Create(filepath.Join(cfg.LogDir, "report.txt"))
 	if err != nil {
