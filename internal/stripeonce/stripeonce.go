@@ -79,13 +79,13 @@ type Rules struct {
 	StripeOffset func() time.Duration
 	// LostHistoryAt, when set, is when the database last found its history
 	// may have been lost (a promotion, a restore: see migration 00022), or
-	// the zero time. A fresh key made within LostHistoryHorizon after it
-	// may be a lost key sent again after Stripe forgot it: it is looked up
-	// by search before its first send.
+	// the zero time. A key made within LostHistoryHorizon after it may be
+	// a lost key sent again after Stripe forgot it: it is looked up by
+	// search before its first Stripe key is sent.
 	LostHistoryAt func() time.Time
-	// LostHistoryHorizon is how long after a loss fresh keys are looked
-	// up first: how late a client may send a lost key again. Defaults to
-	// 72h.
+	// LostHistoryHorizon is how long after a loss new keys are looked up
+	// first (how late a client may send a lost key again), and how far
+	// back before it a restore may have gone. Defaults to 72h.
 	LostHistoryHorizon time.Duration
 	// Observe, when set, is told the result of every lookup: adopted,
 	// not_found, not_created or needs_attention.
@@ -131,9 +131,6 @@ type State struct {
 	// Progress records a spent attempt and the move to the next one,
 	// fenced by the run's lease.
 	Progress Progress
-	// Fresh is set when no earlier run of this database took the key: it
-	// may be a key the database lost, sent again (see Rules.LostHistoryAt).
-	Fresh bool
 	// Now is the clock the times above were written by (the database's:
 	// phases.Run.Now), so a skewed local clock cannot move a deadline. Nil
 	// means time.Now.
@@ -276,31 +273,48 @@ func reconcile[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T,
 // database recorded bounds it from below: a failover or a restore may have
 // lost the record of a send, and a skewed clock may have misdated it.
 func (st *State) Lookup(rules Rules, until time.Time) Span {
-	now := st.now()
-	// Stripe's clock less the database's: Stripe's less ours, plus ours
-	// less the database's.
-	toStripe := rules.StripeOffset() + time.Now().Sub(now)
+	lo, hi, now := st.skew(rules)
 	return Span{
-		Since: now.Add(toStripe - rules.SearchLag - rules.LookupLookback),
-		Until: until.Add(toStripe + time.Second), // Date has whole seconds
+		Since: now.Add(lo - rules.SearchLag - rules.LookupLookback),
+		Until: until.Add(hi + time.Second), // Date has whole seconds
+		// What this key's sends made, or an earlier history's sends of
+		// it that Stripe still replays (its window before the key was
+		// stored); an object of the intent older than that belongs to an
+		// earlier use of the key, reused once its tombstone expired.
+		SearchSince: st.KeyCreatedAt.Add(lo - Window - rules.ExecutionBound - rules.LookupLookback),
 	}
 }
 
-// lostHistorySpan is the search-only lookup of a fresh key made within
-// LostHistoryHorizon after the database lost history, before its first
-// send: everything the intent made from Stripe's window before the loss
+// skew is the database's clock's distance to Stripe's as a range: the
+// measured skew (StripeOffset, from the Date of Stripe's answers) and none
+// at all, since a Date a proxy rewrote would move a window off what it is
+// meant to hold; a window moved by lo at its start and hi at its end holds
+// what either would. now is the database's clock.
+func (st *State) skew(rules Rules) (lo, hi time.Duration, now time.Time) {
+	now = st.now()
+	toLocal := time.Now().Sub(now) // ours less the database's
+	measured := rules.StripeOffset()
+	return toLocal + min(measured, 0), toLocal + max(measured, 0), now
+}
+
+// lostHistorySpan is the search-only lookup of a key made within
+// LostHistoryHorizon after the database lost history, before a send of its
+// first Stripe key (every run's, until the key is spent: a run that
+// stopped before its lookup answered leaves it to the next): everything
+// the intent made from the horizon and Stripe's window before the loss
 // on. ok is false when no such lookup is due.
 func (st *State) lostHistorySpan(rules Rules) (Span, bool) {
 	lost := rules.LostHistoryAt()
-	if !st.Fresh || st.Attempt != 1 || st.SpentAt != nil || lost.IsZero() ||
+	if st.Attempt != 1 || st.SpentAt != nil || lost.IsZero() ||
 		st.KeyCreatedAt.Before(lost) || st.KeyCreatedAt.After(lost.Add(rules.LostHistoryHorizon)) {
 		return Span{}, false
 	}
-	now := st.now()
-	toStripe := rules.StripeOffset() + time.Now().Sub(now)
+	lo, _, now := st.skew(rules)
 	return Span{
 		Since: now, Until: now.Add(-time.Second), // no list: Stripe replays anything younger than its window
-		SearchSince: lost.Add(toStripe - Window - rules.ExecutionBound - rules.LookupLookback),
+		// A restore may go back as far as the horizon: a lost key's
+		// sends may be as old, and Stripe's window older still.
+		SearchSince: lost.Add(lo - rules.LostHistoryHorizon - Window - rules.ExecutionBound - rules.LookupLookback),
 	}, true
 }
 

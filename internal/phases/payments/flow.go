@@ -104,7 +104,6 @@ func (f *flow) charge(ctx context.Context, run *phases.Run) (*Charge, error) {
 			Attempt:      int(payment.ChargeAttempt),
 			AttemptAt:    payment.ChargeAttemptAt,
 			SpentAt:      payment.ChargeAttemptSpentAt,
-			Fresh:        run.Key.Runs == 1,
 			Progress:     &progress{flow: f, run: run, paymentID: payment.ID},
 		},
 	})

@@ -103,7 +103,7 @@ func (c *Charger) list(ctx context.Context, req *ChargeRequest, window stripeonc
 func (c *Charger) search(ctx context.Context, req *ChargeRequest, window stripeonce.Span, found map[string]*stripe.PaymentIntent) error {
 	horizon := window.Since.Add(-searchHorizon).Unix()
 	if !window.SearchSince.IsZero() {
-		horizon = window.SearchSince.Unix()
+		horizon = min(horizon, window.SearchSince.Unix())
 	}
 	params := &stripe.PaymentIntentSearchParams{}
 	params.Query = fmt.Sprintf("metadata['%s']:'%s'", intent.MetadataIntent, req.Intent.ID())

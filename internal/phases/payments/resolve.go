@@ -109,7 +109,7 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 		return nil, fmt.Errorf("error loading payment of idempotency key %d: %w", key.ID, err)
 	}
 	req := &ChargeRequest{Intent: intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey}}
-	st := &stripeonce.State{}
+	st := &stripeonce.State{KeyCreatedAt: key.CreatedAt}
 	window := st.Lookup(rules, quiet)
 	found, err := r.Charger.find(ctx, req, window)
 	if errors.Is(err, errListTooLong) {

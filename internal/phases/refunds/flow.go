@@ -131,7 +131,6 @@ func (f *flow) refund(ctx context.Context, run *phases.Run) (*Outcome, error) {
 			Attempt:      int(r.RefundAttempt),
 			AttemptAt:    r.RefundAttemptAt,
 			SpentAt:      r.RefundAttemptSpentAt,
-			Fresh:        run.Key.Runs == 1,
 			Progress:     &progress{flow: f, run: run, st: st},
 		},
 	})

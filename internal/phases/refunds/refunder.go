@@ -103,12 +103,18 @@ func (op refundOp) Send(ctx context.Context, attempt int) (*Outcome, error) {
 
 // Lookup lists the PaymentIntent's refunds (a short, strongly consistent
 // list) and adopts the one of this intent, if its amount and currency are
-// the request's.
-// A PaymentIntent's refunds are few: the window is not needed.
-func (op refundOp) Lookup(ctx context.Context, _ stripeonce.Span) (*Outcome, bool, error) {
-	mine, err := op.r.list(ctx, op.req.PaymentIntentID, op.req.Intent)
+// the request's. A Refund of the intent made before window.SearchSince is
+// an earlier use's of the key, reused once its tombstone expired.
+func (op refundOp) Lookup(ctx context.Context, window stripeonce.Span) (*Outcome, bool, error) {
+	all, err := op.r.list(ctx, op.req.PaymentIntentID, op.req.Intent)
 	if err != nil {
 		return nil, false, err
+	}
+	var mine []*stripe.Refund
+	for _, r := range all {
+		if window.SearchSince.IsZero() || r.Created >= window.SearchSince.Unix() {
+			mine = append(mine, r)
+		}
 	}
 	switch {
 	case len(mine) == 0:
