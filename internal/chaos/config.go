@@ -125,7 +125,7 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.PGPort, "pgport", 55433, "port of the harness's Postgres cluster")
 	fs.StringVar(&cfg.Database, "database", "paymentsd_chaos", "database created afresh for the run")
 	fs.StringVar(&cfg.LogDir, "logs", "", "directory of the process logs (default <root>/.tmp/chaos-logs, or chaos-failover-logs)")
-	fs.StringVar(&failover, "failover", failover, "fail Postgres over to a streaming standby mid-run instead of restarting it: sync or async; CHAOS_FAILOVER sets the default")
+	fs.StringVar(&failover, "failover", failover, "fail Postgres over to a streaming standby mid-run instead of restarting it: sync or async; or break a Patroni cluster three times: patroni-sync or patroni-async; CHAOS_FAILOVER sets the default")
 	fs.StringVar(&cfg.StandbyPGData, "standby-pgdata", "", "data directory of the standby (default <root>/.tmp/chaos-failover-standby)")
 	fs.IntVar(&cfg.StandbyPGPort, "standby-pgport", 0, "port of the standby (default -pgport + 1)")
 	fs.DurationVar(&cfg.ReplicationCut, "replication-cut", 2*time.Second, "async failover: how long before the primary stops its standby stops receiving WAL (0: only the natural lag)")
@@ -143,6 +143,10 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 		// A failover run has clusters and logs of its own, so it may run
 		// beside an ordinary one; the failover is its Postgres fault.
 		name, cfg.PGRestart = "chaos-failover", false
+		if cfg.Failover.Patroni() {
+			// -pgdata is scripts/patroni.sh's directory, -pgport its first port.
+			name = "chaos-patroni"
+		}
 		if cfg.StandbyPGData == "" {
 			cfg.StandbyPGData = filepath.Join(tmp, "chaos-failover-standby")
 		}
@@ -150,7 +154,9 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 			cfg.StandbyPGPort = cfg.PGPort + 1
 		}
 	}
-	if cfg.PGData == "" && cfg.Failover != FailoverOff {
+	if cfg.PGData == "" && cfg.Failover.Patroni() {
+		cfg.PGData = filepath.Join(tmp, "chaos-patroni")
+	} else if cfg.PGData == "" && cfg.Failover != FailoverOff {
 		cfg.PGData = filepath.Join(tmp, "chaos-failover-primary")
 	} else if cfg.PGData == "" {
 		cfg.PGData = filepath.Join(tmp, "chaos-postgres")
@@ -178,9 +184,9 @@ func (c *Config) validate() error {
 		}
 	}
 	switch c.Failover {
-	case FailoverOff, FailoverSync, FailoverAsync:
+	case FailoverOff, FailoverSync, FailoverAsync, FailoverPatroniSync, FailoverPatroniAsync:
 	default:
-		errs = append(errs, fmt.Errorf("-failover %q: want sync or async", c.Failover))
+		errs = append(errs, fmt.Errorf("-failover %q: want sync, async, patroni-sync or patroni-async", c.Failover))
 	}
 	if c.Failover != FailoverOff && (c.StandbyPGPort == c.PGPort || c.ReplicationCut < 0 || c.PromoteAfter < 0) {
 		errs = append(errs, errors.New("-standby-pgport must differ from -pgport; -replication-cut and -promote-after must not be negative"))

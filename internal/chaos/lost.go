@@ -163,7 +163,7 @@ func checkLostAnswers(c *Check, mode FailoverMode, intents []*Intent, snap *Snap
 		if !in.Refund && in.Status == http.StatusCreated {
 			v.LostPayments++
 		}
-		if mode != FailoverAsync {
+		if !mode.Async() {
 			c.Failf("key %s: answered %d, then lost by the failover (%s)", in.Key, in.Status, in.Lost)
 			continue
 		}

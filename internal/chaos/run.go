@@ -92,7 +92,8 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 	failover := &Failover{}
 	go func() {
 		defer close(controllerDone)
-		(&Controller{Cfg: cfg, Fleet: rig.Fleet, Cluster: rig.Cluster, Events: ev, Pair: rig.Pair, Failover: failover}).Run(loadCtx)
+		(&Controller{Cfg: cfg, Fleet: rig.Fleet, Cluster: rig.Cluster, Events: ev, Pair: rig.Pair, Failover: failover,
+			Patroni: rig.Patroni}).Run(loadCtx)
 	}()
 	stopNew := make(chan struct{})
 	clientCtx, stopClients := context.WithCancel(ctx)
@@ -141,12 +142,13 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 	stopClients()
 	<-clientsDone
 	var rec *Recovery
-	if rig.Pair != nil {
+	if rig.Pair != nil || rig.Patroni != nil {
 		resender := &Clients{Cfg: cfg, Users: rig.Users, Targets: targets, Ledger: NewLedger(), HTTP: clients.HTTP, Events: ev}
 		if rec, err = afterFailover(ctx, rig, resender, pool, failover, &drain, ledger.Intents()); err != nil {
 			return false, err
 		}
 		rec.FirstCreated, _ = ledger.FirstCreatedAfter(failover.PromotedAt)
+		measurePatroni(rec, ledger)
 	}
 	var hooks *Webhooks
 	if cfg.Webhooks {

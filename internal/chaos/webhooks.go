@@ -175,7 +175,7 @@ func checkWebhooks(w *Webhooks, rec *Recovery) (*Check, int) {
 		switch {
 		case e.Status != stripefake.EventDelivered:
 			c.Failf("event %s (%s of %s) is %s after %d attempts: %s", e.ID, e.Type, e.ObjectID, e.Status, e.Attempts, e.LastError)
-		case row == nil && rec != nil && rec.Mode == FailoverAsync && rec.Failover.Done() && e.DeliveredAt != nil &&
+		case row == nil && rec != nil && rec.Mode.Async() && rec.Failover.Done() && e.DeliveredAt != nil &&
 			e.DeliveredAt.Before(rec.Failover.PromotedAt):
 			lostByFailover++
 		case row == nil:
