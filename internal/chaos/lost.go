@@ -117,6 +117,9 @@ type Recovery struct {
 	ExitedOnTheirOwn, Running []int
 	// HeartbeatInterval is the serve processes' heartbeat interval.
 	HeartbeatInterval time.Duration
+	// Recorded are the PaymentIntents a payment records at the verdict
+	// (failover_alarms.go).
+	Recorded map[string]bool
 }
 
 // Downtime is how long no payment was answered 201: from the primary's stop

@@ -172,6 +172,9 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 		Load: load, Drain: drain, Verdict: Verify(ledger.Intents(), snap, drain, cfg.Drain, rec),
 		WallClock: time.Since(wall),
 	}
+	if rec != nil {
+		rec.Recorded = recordedIntents(snap)
+	}
 	if hooks != nil {
 		check, lost := checkWebhooks(hooks, rec)
 		report.Verdict.Checks = append(report.Verdict.Checks, check)
