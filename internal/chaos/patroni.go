@@ -286,6 +286,9 @@ type PatroniEvent struct {
 	Unavailable    time.Duration
 	UnavailableN   int
 	Answers        map[string]int
+	// Internal counts the service's 500s from At to the next event (or the
+	// end of the run): none is expected.
+	Internal int
 }
 
 // patroniEvents breaks the cluster three times in turn, starting a sixth
@@ -412,6 +415,20 @@ func (c *Controller) patroniEvent(ctx context.Context, p *PatroniCluster, i int,
 // unavailable, from the ledger's answers.
 func measurePatroni(rec *Recovery, l *Ledger) {
 	answers := l.timeline()
+	for i, ev := range rec.Failover.Patroni {
+		if ev.At.IsZero() {
+			continue
+		}
+		next := time.Now()
+		if i+1 < len(rec.Failover.Patroni) && !rec.Failover.Patroni[i+1].At.IsZero() {
+			next = rec.Failover.Patroni[i+1].At
+		}
+		for _, a := range answers {
+			if !a.at.Before(ev.At) && a.at.Before(next) && strings.HasPrefix(a.label, "500") {
+				ev.Internal++
+			}
+		}
+	}
 	for _, ev := range rec.Failover.Patroni {
 		if ev.At.IsZero() {
 			continue
@@ -523,6 +540,7 @@ func printPatroni(row func(name, format string, args ...any), rec *Recovery) {
 			parts = append(parts, fmt.Sprintf("%s: %d", label, ev.Answers[label]))
 		}
 		row("  answers until then", "%s", strings.Join(parts, ", "))
+		row("  500s from the service", "%d (from the event to the next; see the serve logs)", ev.Internal)
 	}
 }
 
