@@ -359,6 +359,10 @@ stop_all() {
       (as_pg "$pg/pg_ctl" -D "$dir/$n/data" -m immediate -w stop) >/dev/null 2>&1 || true
     fi
   done
+  # A PgBouncer the harness put in front of HAProxy (chaos -pgbouncer).
+  if [ -d "$dir/pgbouncer" ]; then
+    PAYMENTSD_PGBOUNCER_DIR=$dir/pgbouncer "$root/scripts/pgbouncer.sh" stop
+  fi
   stop_pid "$dir/haproxy.pid" "$dir/haproxy.cfg" TERM
   stop_pid "$dir/etcd.pid" "$dir/etcd" TERM
 }

@@ -69,6 +69,8 @@ type Config struct {
 	// Webhooks has the emulator send its webhook events to the serve
 	// processes (webhooks.go).
 	Webhooks bool
+	// PgBouncer, in a Patroni run, puts PgBouncer in front of HAProxy.
+	PgBouncer bool
 }
 
 // Paymentsd is the path of the paymentsd binary under test.
@@ -130,6 +132,7 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.StandbyPGPort, "standby-pgport", 0, "port of the standby (default -pgport + 1)")
 	fs.DurationVar(&cfg.ReplicationCut, "replication-cut", 2*time.Second, "async failover: how long before the primary stops its standby stops receiving WAL (0: only the natural lag)")
 	fs.DurationVar(&cfg.PromoteAfter, "promote-after", time.Second, "failover: how long the cluster has no primary before the standby is promoted")
+	fs.BoolVar(&cfg.PgBouncer, "pgbouncer", false, "patroni-sync/async: the service connects through PgBouncer (transaction pooling) in front of HAProxy")
 	webhookFlags(fs, cfg)
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -267,7 +267,9 @@ func (p *PatroniCluster) kill(rel string) (int, error) {
 // PatroniEvent is one break of the cluster and what followed, as the
 // controller saw it, and, after the run, as the clients saw it.
 type PatroniEvent struct {
-	Kind                 string
+	Kind string
+	// Via is how the service reaches the cluster.
+	Via                  string
 	OldLeader, NewLeader string
 	// At is the kill (or the switchover's command); ElectedAt when a new
 	// leader ran; RoutedAt when HAProxy sent writes to it; HealthyAt when
@@ -304,7 +306,10 @@ func (c *Controller) patroniEvents(ctx context.Context) {
 	bg := context.Background()
 	kinds := []string{"kill leader's Patroni + postmaster", "kill leader's Patroni only", "patronictl switchover"}
 	for i, kind := range kinds {
-		ev := &PatroniEvent{Kind: kind}
+		ev := &PatroniEvent{Kind: kind, Via: "HAProxy"}
+		if c.Cfg.PgBouncer {
+			ev.Via = "PgBouncer (transaction pooling) -> HAProxy"
+		}
 		// Check 8: no serve process up at any event exits on its own.
 		for _, pid := range c.Fleet.Pids() {
 			if !slices.Contains(c.Failover.UpAtStop, pid) {
@@ -510,6 +515,9 @@ func (l *Ledger) timeline() []stampedAnswer {
 // printPatroni writes each event of a Patroni failover run.
 func printPatroni(row func(name, format string, args ...any), rec *Recovery) {
 	for i, ev := range rec.Failover.Patroni {
+		if i == 0 {
+			row("the service connects through", "%s", ev.Via)
+		}
 		name := fmt.Sprintf("(%c) %s", 'a'+rune(i), ev.Kind)
 		if ev.Err != "" {
 			row(name, "FAILED: %s", ev.Err)
@@ -561,5 +569,30 @@ func (r *Rig) startPatroni(ctx context.Context) error {
 	leader, _ := r.Patroni.Leader(ctx, "")
 	r.Events.Logf(EventPhase, "patroni cluster %v up (leader %s, synchronous_mode %v); HAProxy on 127.0.0.1:%d",
 		r.Patroni.Nodes, leader, r.Patroni.Sync, r.Patroni.HAProxyPort)
+	return nil
+}
+
+// startPgBouncer puts PgBouncer in transaction pooling mode
+// (scripts/pgbouncer.sh, in the cluster's directory) in front of HAProxy
+// once the database is migrated (goose needs a session), and points every
+// later process there, in pgx's exec mode, as the README's "Behind
+// PgBouncer" says. scripts/patroni.sh stop stops it.
+func (r *Rig) startPgBouncer(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(r.Cfg.Root, "scripts", "pgbouncer.sh"), "start", r.DBURL)
+	cmd.Env = append(os.Environ(), "PAYMENTSD_PGBOUNCER_DIR="+filepath.Join(r.Patroni.Dir, "pgbouncer"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("scripts/pgbouncer.sh start: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	pooled, err := url.Parse(strings.TrimSpace(stdout.String()))
+	if err != nil {
+		return err
+	}
+	q := pooled.Query()
+	q.Set("connect_timeout", "2")
+	pooled.RawQuery = q.Encode()
+	r.DBURL = pooled.String()
+	r.Events.Logf(EventPhase, "PgBouncer (transaction pooling) in front of HAProxy at %s", pooled.Host)
 	return nil
 }

@@ -81,6 +81,11 @@ func Setup(ctx context.Context, cfg *Config, ev *Events) (*Rig, error) {
 		return r, err
 	}
 	ev.Logf(EventPhase, "database %s created and migrated", cfg.Database)
+	if r.Patroni != nil && cfg.PgBouncer {
+		if err := r.startPgBouncer(ctx); err != nil {
+			return r, err
+		}
+	}
 
 	emuPort, err := freePort()
 	if err != nil {
