@@ -210,11 +210,13 @@ EOF
 }
 
 # start_bg NAME LOG PIDFILE CMD...: start CMD in the background as the
-# postgres user, its output to LOG, its pid in PIDFILE.
+# postgres user, its output to LOG, its pid in PIDFILE, in a session of its
+# own: a Ctrl-C meant for the harness reaches none of them (stop does, in
+# order, from the harness or chaos.sh's trap).
 start_bg() {
   local log=$2 pidfile=$3
   shift 3
-  (as_pg "$@") </dev/null >>"$log" 2>&1 9>&- &
+  (as_pg setsid "$@") </dev/null >>"$log" 2>&1 9>&- &
   echo $! >"$pidfile"
 }
 
