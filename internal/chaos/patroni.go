@@ -295,7 +295,9 @@ type PatroniEvent struct {
 
 // patroniEvents breaks the cluster three times in turn, starting a sixth
 // of the way into the run (see FailoverPatroniSync). Once begun, every
-// event is carried through and the cluster left whole, ctx or not.
+// event is carried through and the cluster left whole, whatever the length
+// of the run (ctx's deadline); only an interrupted run (ctx cancelled)
+// stops between two events.
 func (c *Controller) patroniEvents(ctx context.Context) {
 	p := c.Patroni
 	select {
@@ -306,6 +308,9 @@ func (c *Controller) patroniEvents(ctx context.Context) {
 	bg := context.Background()
 	kinds := []string{"kill leader's Patroni + postmaster", "kill leader's Patroni only", "patronictl switchover"}
 	for i, kind := range kinds {
+		if i > 0 && errors.Is(ctx.Err(), context.Canceled) {
+			return // interrupted (not the load's end): the cluster is whole
+		}
 		ev := &PatroniEvent{Kind: kind, Via: "HAProxy"}
 		if c.Cfg.PgBouncer {
 			ev.Via = "PgBouncer (transaction pooling) -> HAProxy"
