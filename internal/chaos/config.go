@@ -194,6 +194,9 @@ func (c *Config) validate() error {
 	if c.Failover != FailoverOff && (c.StandbyPGPort == c.PGPort || c.ReplicationCut < 0 || c.PromoteAfter < 0) {
 		errs = append(errs, errors.New("-standby-pgport must differ from -pgport; -replication-cut and -promote-after must not be negative"))
 	}
+	if c.PgBouncer && !c.Failover.Patroni() {
+		errs = append(errs, errors.New("-pgbouncer needs -failover patroni-sync or patroni-async"))
+	}
 	if _, err := c.Faults.Chaos(); err != nil {
 		errs = append(errs, fmt.Errorf("emulator faults: %w", err))
 	}
