@@ -230,6 +230,7 @@ func checkRecovery(c *Check, r *Recovery, snap *Snapshot) {
 		c.Failf("no failover happened (the run ended first)")
 		return
 	}
+	checkPatroniEvents(c, r)
 	if r.FirstCreated.IsZero() {
 		c.Failf("no payment was answered 201 after the standby was promoted")
 	}

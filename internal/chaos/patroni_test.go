@@ -76,3 +76,25 @@ func TestPatroniHealthy(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckPatroniEvents(t *testing.T) {
+	ok := &PatroniEvent{Kind: "kill"}
+	failed := &PatroniEvent{Kind: "patronictl switchover", Err: "Switchover failed, details: 503"}
+	for _, tc := range []struct {
+		name       string
+		mode       FailoverMode
+		events     []*PatroniEvent
+		violations int
+	}{
+		{"all three", FailoverPatroniSync, []*PatroniEvent{ok, ok, ok}, 0},
+		{"one failed", FailoverPatroniAsync, []*PatroniEvent{ok, ok, failed}, 1},
+		{"two missing", FailoverPatroniSync, []*PatroniEvent{ok}, 2},
+		{"not a Patroni run", FailoverAsync, nil, 0},
+	} {
+		c := &Check{}
+		checkPatroniEvents(c, &Recovery{Mode: tc.mode, Failover: Failover{Patroni: tc.events}})
+		if c.Violations != tc.violations {
+			t.Errorf("%s: %d violations (%v), want %d", tc.name, c.Violations, c.Details, tc.violations)
+		}
+	}
+}
