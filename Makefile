@@ -16,6 +16,9 @@
 #   make chaos    the fault run: kills, restarts, processor faults, lost history
 #   make chaos-failover  the fault run through a Postgres failover, to a
 #                 synchronous standby and then to an asynchronous one
+#   make chaos-patroni  the fault run under Patroni, etcd and HAProxy
+#                 (scripts/patroni.sh): the leader killed, only its Patroni
+#                 killed, a switchover; synchronous_mode on, then off
 #   make generate regenerate sqlc code; make check-generated fails if stale
 #   make clean    stop the throwaway Postgres clusters; remove .tmp/ and bin/
 #   make lint-openapi  lint api/openapi.yaml; type-check a generated client
@@ -25,7 +28,7 @@ SHELL := bash
 GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 
-.PHONY: build run test test-pgbouncer generate check-generated lint lint-openapi walk fuzz bench bench-fill bench-go chaos chaos-failover clean
+.PHONY: build run test test-pgbouncer generate check-generated lint lint-openapi walk fuzz bench bench-fill bench-go chaos chaos-failover chaos-patroni clean
 
 # The commit goes in by -ldflags too: Go's own VCS stamping is off wherever
 # GOFLAGS carries -buildvcs=false, as on some CI machines. scripts/build.sh
@@ -131,6 +134,13 @@ chaos: build
 chaos-failover: build
 	CHAOS_FAILOVER=sync scripts/chaos.sh
 	CHAOS_FAILOVER=async scripts/chaos.sh
+
+# Each Patroni mode of CHAOS_PATRONI, a fault run of CHAOS_DURATION that
+# lasts at least as long as its three events (about 45 s on 2 cores), with
+# about 25 s of setup and drain around it; CI runs patroni-sync only.
+CHAOS_PATRONI ?= patroni-sync patroni-async
+chaos-patroni: build
+	@set -e; for mode in $(CHAOS_PATRONI); do CHAOS_FAILOVER=$$mode scripts/chaos.sh; done
 
 # Stops the throwaway clusters (make run leaves its own running) and removes
 # .tmp/ and bin/.

@@ -12,9 +12,15 @@
 #   scripts/chaos.sh -seed 7 -clients 32  any harness flag (-help lists them)
 #   CHAOS_FAILOVER=sync scripts/chaos.sh  fail over to a synchronous standby
 #   CHAOS_FAILOVER=async scripts/chaos.sh ... to an asynchronous one
+#   CHAOS_FAILOVER=patroni-sync scripts/chaos.sh   under Patroni, etcd and
+#                                         HAProxy (scripts/patroni.sh): kill the
+#                                         leader, kill only its Patroni, switch
+#                                         over; synchronous_mode on
+#   CHAOS_FAILOVER=patroni-async scripts/chaos.sh  the same, asynchronous
 #
 # Logs: .tmp/chaos-logs/ (events.log, serve-N.log, stripefake.log,
-# report.txt; a failover run's in .tmp/chaos-failover-logs/); the
+# report.txt; a failover run's in .tmp/chaos-failover-logs/, a Patroni
+# run's in .tmp/chaos-patroni-logs/, its cluster's in .tmp/chaos-patroni/); the
 # database paymentsd_chaos stays on the cluster (the promoted standby) for
 # inspection (scripts/postgres.sh start with the same PAYMENTSD_PGDATA and
 # PAYMENTSD_PGPORT brings it back).
@@ -31,6 +37,16 @@ export CHAOS_DURATION=${CHAOS_DURATION:-45s}
 pgdata=$root/.tmp/chaos-postgres
 pgport=55433
 standby=$root/.tmp/chaos-failover-standby
+case ${CHAOS_FAILOVER:-} in
+patroni-*)
+  # Its own etcd, Patroni nodes and HAProxy, from port 56600 on; stopped
+  # at exit whatever way the harness ends.
+  pgdata=$root/.tmp/chaos-patroni
+  trap 'PAYMENTSD_PATRONI_DIR=$pgdata scripts/patroni.sh stop' EXIT
+  trap 'exit 130' INT TERM
+  bin/paymentsd-chaos -pgdata "$pgdata" -pgport 56600 "$@"
+  exit ;;
+esac
 if [ -n "${CHAOS_FAILOVER:-}" ]; then
   # CHAOS_FAILOVER=sync|async: a primary and a streaming standby of its
   # own, failed over mid-run; it may run beside an ordinary run.

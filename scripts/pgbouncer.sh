@@ -19,6 +19,9 @@
 # clients): use URL itself for that, as the tests' admin connection does
 # (TEST_DATABASE_URL direct, TEST_POOLER_URL through this).
 #
+# PAYMENTSD_PGBOUNCER_SETTINGS adds lines to its [pgbouncer] section
+# ("server_login_retry = 1", say).
+#
 # It listens on 127.0.0.1 only, at PAYMENTSD_PGBOUNCER_PORT or else the
 # first free port from 56432, with no Unix socket; its files (config, pid,
 # log) live in .tmp/pgbouncer (PAYMENTSD_PGBOUNCER_DIR overrides), which
@@ -134,6 +137,7 @@ server_idle_timeout = 5
 ignore_startup_parameters = extra_float_digits
 pidfile = $dir/pgbouncer.pid
 logfile = $dir/pgbouncer.log
+${PAYMENTSD_PGBOUNCER_SETTINGS:-}
 EOF
   if [ "$(id -u)" = 0 ]; then
     id postgres >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql postgres

@@ -73,6 +73,8 @@ type Config struct {
 	// (lost_history.go; ±20%); 0 disables them. LostRetryAfter is how long
 	// after the loss its client sends the key again.
 	LostEvery, LostRetryAfter time.Duration
+	// PgBouncer, in a Patroni run, puts PgBouncer in front of HAProxy.
+	PgBouncer bool
 }
 
 // lostRetryAfter is the default delay of a lost key's retry: a quarter of
@@ -145,11 +147,12 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.PGPort, "pgport", 55433, "port of the harness's Postgres cluster")
 	fs.StringVar(&cfg.Database, "database", "paymentsd_chaos", "database created afresh for the run")
 	fs.StringVar(&cfg.LogDir, "logs", "", "directory of the process logs (default <root>/.tmp/chaos-logs, or chaos-failover-logs)")
-	fs.StringVar(&failover, "failover", failover, "fail Postgres over to a streaming standby mid-run instead of restarting it: sync or async; CHAOS_FAILOVER sets the default")
+	fs.StringVar(&failover, "failover", failover, "fail Postgres over to a streaming standby mid-run instead of restarting it: sync or async; or break a Patroni cluster three times: patroni-sync or patroni-async; CHAOS_FAILOVER sets the default")
 	fs.StringVar(&cfg.StandbyPGData, "standby-pgdata", "", "data directory of the standby (default <root>/.tmp/chaos-failover-standby)")
 	fs.IntVar(&cfg.StandbyPGPort, "standby-pgport", 0, "port of the standby (default -pgport + 1)")
 	fs.DurationVar(&cfg.ReplicationCut, "replication-cut", 2*time.Second, "async failover: how long before the primary stops its standby stops receiving WAL (0: only the natural lag)")
 	fs.DurationVar(&cfg.PromoteAfter, "promote-after", time.Second, "failover: how long the cluster has no primary before the standby is promoted")
+	fs.BoolVar(&cfg.PgBouncer, "pgbouncer", false, "patroni-sync/async: the service connects through PgBouncer (transaction pooling) in front of HAProxy")
 	webhookFlags(fs, cfg)
 	fs.DurationVar(&cfg.LostEvery, "lost-every", 10*time.Second, "mean pause between lost-history faults (±20%; 0 disables; off in a failover run unless set)")
 	fs.DurationVar(&cfg.LostRetryAfter, "lost-retry-after", 0, "how long after its loss a lost key is sent again (default: a quarter of -duration, within 10s-2m30s)")
@@ -177,6 +180,10 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 		// A failover run has clusters and logs of its own, so it may run
 		// beside an ordinary one; the failover is its Postgres fault.
 		name, cfg.PGRestart = "chaos-failover", false
+		if cfg.Failover.Patroni() {
+			// -pgdata is scripts/patroni.sh's directory, -pgport its first port.
+			name = "chaos-patroni"
+		}
 		if cfg.StandbyPGData == "" {
 			cfg.StandbyPGData = filepath.Join(tmp, "chaos-failover-standby")
 		}
@@ -184,7 +191,9 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 			cfg.StandbyPGPort = cfg.PGPort + 1
 		}
 	}
-	if cfg.PGData == "" && cfg.Failover != FailoverOff {
+	if cfg.PGData == "" && cfg.Failover.Patroni() {
+		cfg.PGData = filepath.Join(tmp, "chaos-patroni")
+	} else if cfg.PGData == "" && cfg.Failover != FailoverOff {
 		cfg.PGData = filepath.Join(tmp, "chaos-failover-primary")
 	} else if cfg.PGData == "" {
 		cfg.PGData = filepath.Join(tmp, "chaos-postgres")
@@ -215,12 +224,15 @@ func (c *Config) validate() error {
 		}
 	}
 	switch c.Failover {
-	case FailoverOff, FailoverSync, FailoverAsync:
+	case FailoverOff, FailoverSync, FailoverAsync, FailoverPatroniSync, FailoverPatroniAsync:
 	default:
-		errs = append(errs, fmt.Errorf("-failover %q: want sync or async", c.Failover))
+		errs = append(errs, fmt.Errorf("-failover %q: want sync, async, patroni-sync or patroni-async", c.Failover))
 	}
 	if c.Failover != FailoverOff && (c.StandbyPGPort == c.PGPort || c.ReplicationCut < 0 || c.PromoteAfter < 0) {
 		errs = append(errs, errors.New("-standby-pgport must differ from -pgport; -replication-cut and -promote-after must not be negative"))
+	}
+	if c.PgBouncer && !c.Failover.Patroni() {
+		errs = append(errs, errors.New("-pgbouncer needs -failover patroni-sync or patroni-async"))
 	}
 	if _, err := c.Faults.Chaos(); err != nil {
 		errs = append(errs, fmt.Errorf("emulator faults: %w", err))

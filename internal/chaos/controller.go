@@ -22,6 +22,8 @@ type Controller struct {
 	Failover *Failover
 	// Lost, when set, injects the lost-history faults (lost_history.go).
 	Lost *Lost
+	// Patroni, in a Patroni failover run, is broken three times (patroni.go).
+	Patroni *PatroniCluster
 }
 
 // Run injects faults until ctx ends. It returns only after whatever it
@@ -62,6 +64,13 @@ func (c *Controller) Run(ctx context.Context) {
 			c.failover(ctx)
 		}()
 	}
+	if c.Patroni != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.patroniEvents(ctx)
+		}()
+	}
 	wg.Wait()
 }
 
@@ -77,6 +86,9 @@ type Failover struct {
 	// UpAtStop are the pids of the serve processes running when the
 	// primary stopped: each must come through without a restart.
 	UpAtStop []int
+	// Patroni lists a Patroni run's events; StoppedAt is then the first's,
+	// PromotedAt the last's new leader.
+	Patroni []*PatroniEvent
 }
 
 // Done reports whether the failover happened.

@@ -145,6 +145,20 @@
 //     running one heartbeats, River has a leader, its completer ran and a
 //     receipt went out on the new primary.
 //
+// With -failover patroni-sync or patroni-async (patroni.go,
+// scripts/patroni.sh) the cluster is etcd, three Patroni nodes and HAProxy
+// routing on Patroni's /primary, which the service's URL names; instead of
+// a promotion at a chosen instant the controller, in turn, SIGKILLs the
+// leader's Patroni and postmaster, SIGKILLs only the leader's Patroni (its
+// Postgres stays up and writable, HAProxy must route away), and runs
+// `patronictl switchover`; Patroni elects, and the report times each event.
+// The home-made modes kill nothing Patroni would see and promote at an
+// instant the harness picks, after cutting an asynchronous standby off on
+// purpose: they prove the multi-host URL and the loss and re-adoption of
+// answers sharply; the Patroni ones prove the same invariants under a real
+// manager's timings, a router, and an old primary left running.
+// docs/failover-topologies.md compares their figures.
+//
 // # Webhooks
 //
 // With -webhooks (the default; webhooks.go) the emulator sends a signed

@@ -83,6 +83,7 @@ type Ledger struct {
 	intents []*Intent
 	answers map[string]int
 	created []time.Time
+	stamps  []stampedAnswer // every answer and when (patroni.go)
 }
 
 // Created records when a payment was answered 201.
@@ -126,6 +127,7 @@ func (l *Ledger) Answer(in *Intent, label string) {
 	in.Attempts++
 	in.Labels = append(in.Labels, label)
 	l.answers[label]++
+	l.stamps = append(l.stamps, stampedAnswer{time.Now(), label})
 }
 
 // Finish records how an intent ended; the client calls it once.

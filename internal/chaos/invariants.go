@@ -33,7 +33,7 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration,
 	checkRefunds(refunds, snap, v, awaiting)
 	if rec != nil {
 		lost := &Check{N: 7, Name: "no answer lost by the failover"}
-		if rec.Mode == FailoverAsync {
+		if rec.Mode.Async() {
 			lost.Name = "every answer the failover lost re-adopted, not re-charged"
 		}
 		recovered := &Check{N: 8, Name: "the service recovered from the failover on its own"}

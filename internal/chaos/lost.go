@@ -117,6 +117,9 @@ type Recovery struct {
 	ExitedOnTheirOwn, Running []int
 	// HeartbeatInterval is the serve processes' heartbeat interval.
 	HeartbeatInterval time.Duration
+	// Recorded are the PaymentIntents a payment records at the verdict
+	// (failover_alarms.go).
+	Recorded map[string]bool
 }
 
 // Downtime is how long no payment was answered 201: from the primary's stop
@@ -163,7 +166,7 @@ func checkLostAnswers(c *Check, mode FailoverMode, intents []*Intent, snap *Snap
 		if !in.Refund && in.Status == http.StatusCreated {
 			v.LostPayments++
 		}
-		if mode != FailoverAsync {
+		if !mode.Async() {
 			c.Failf("key %s: answered %d, then lost by the failover (%s)", in.Key, in.Status, in.Lost)
 			continue
 		}
@@ -227,6 +230,7 @@ func checkRecovery(c *Check, r *Recovery, snap *Snapshot) {
 		c.Failf("no failover happened (the run ended first)")
 		return
 	}
+	checkPatroniEvents(c, r)
 	if r.FirstCreated.IsZero() {
 		c.Failf("no payment was answered 201 after the standby was promoted")
 	}

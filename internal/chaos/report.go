@@ -194,16 +194,20 @@ func printFailover(w io.Writer, row func(name, format string, args ...any), rec 
 		row("failover", "did not happen")
 		return
 	}
-	if !fo.CutAt.IsZero() {
-		row("replication cut", "%s before the primary stopped", fo.StoppedAt.Sub(fo.CutAt).Round(time.Millisecond))
-	}
-	row("standby behind at the stop", "%d bytes of WAL", fo.Behind)
-	row("primary stop -> promotion", "%s (the failover manager's part)", fo.PromotedAt.Sub(fo.StoppedAt).Round(time.Millisecond))
-	if rec.FirstCreated.IsZero() {
-		row("time to recover", "NEVER: no 201 after the promotion")
+	if rec.Mode.Patroni() {
+		printPatroni(row, rec)
 	} else {
-		row("promotion -> first 201", "%s (paymentsd's part)", rec.FirstCreated.Sub(fo.PromotedAt).Round(time.Millisecond))
-		row("time to recover", "%s (primary stop -> first 201)", rec.Downtime().Round(time.Millisecond))
+		if !fo.CutAt.IsZero() {
+			row("replication cut", "%s before the primary stopped", fo.StoppedAt.Sub(fo.CutAt).Round(time.Millisecond))
+		}
+		row("standby behind at the stop", "%d bytes of WAL", fo.Behind)
+		row("primary stop -> promotion", "%s (the failover manager's part)", fo.PromotedAt.Sub(fo.StoppedAt).Round(time.Millisecond))
+		if rec.FirstCreated.IsZero() {
+			row("time to recover", "NEVER: no 201 after the promotion")
+		} else {
+			row("promotion -> first 201", "%s (paymentsd's part)", rec.FirstCreated.Sub(fo.PromotedAt).Round(time.Millisecond))
+			row("time to recover", "%s (primary stop -> first 201)", rec.Downtime().Round(time.Millisecond))
+		}
 	}
 	row("answers lost by the failover", "%d (201s for payments: %d)", v.LostAnswers, v.LostPayments)
 	row("lost answers re-adopted", "%d (same PaymentIntent or Refund, none charged again)", v.Readopted)

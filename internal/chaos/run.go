@@ -103,7 +103,8 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 	}
 	go func() {
 		defer close(controllerDone)
-		(&Controller{Cfg: cfg, Fleet: rig.Fleet, Cluster: rig.Cluster, Events: ev, Pair: rig.Pair, Failover: failover, Lost: lost}).Run(loadCtx)
+		(&Controller{Cfg: cfg, Fleet: rig.Fleet, Cluster: rig.Cluster, Events: ev, Pair: rig.Pair, Failover: failover,
+			Lost: lost, Patroni: rig.Patroni}).Run(loadCtx)
 	}()
 	stopNew := make(chan struct{})
 	clientCtx, stopClients := context.WithCancel(ctx)
@@ -160,12 +161,13 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 		lostKeysBack(ctx, lost, pool, ev, &drain)
 	}
 	var rec *Recovery
-	if rig.Pair != nil {
+	if rig.Pair != nil || rig.Patroni != nil {
 		resender := &Clients{Cfg: cfg, Users: rig.Users, Targets: targets, Ledger: NewLedger(), HTTP: clients.HTTP, Events: ev}
 		if rec, err = afterFailover(ctx, rig, resender, pool, failover, &drain, ledger.Intents()); err != nil {
 			return false, err
 		}
 		rec.FirstCreated, _ = ledger.FirstCreatedAfter(failover.PromotedAt)
+		measurePatroni(rec, ledger)
 	}
 	var hooks *Webhooks
 	if cfg.Webhooks {
@@ -188,6 +190,9 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 		Cfg: cfg, Intents: ledger.Intents(), Answers: ledger.Answers(), Emulator: stats, Events: ev,
 		Load: load, Drain: drain, Verdict: Verify(ledger.Intents(), snap, drain, cfg.Drain, rec),
 		WallClock: time.Since(wall),
+	}
+	if rec != nil {
+		rec.Recorded = recordedIntents(snap)
 	}
 	if hooks != nil {
 		check, lost := checkWebhooks(hooks, rec)

@@ -36,6 +36,8 @@ type Rig struct {
 	Emulator *Emulator
 	Fleet    *Fleet
 	Users    []User
+	// Patroni is the cluster of a Patroni failover run (patroni.go).
+	Patroni *PatroniCluster
 }
 
 // Setup brings the rig up. On error, Teardown still cleans up what started.
@@ -45,7 +47,11 @@ func Setup(ctx context.Context, cfg *Config, ev *Events) (*Rig, error) {
 		return r, err
 	}
 	r.Cluster = &Cluster{Script: cfg.PostgresScript(), PGData: cfg.PGData, Port: cfg.PGPort}
-	if cfg.Failover != FailoverOff {
+	if cfg.Failover.Patroni() {
+		if err := r.startPatroni(ctx); err != nil {
+			return r, err
+		}
+	} else if cfg.Failover != FailoverOff {
 		r.Pair = &Pair{Mode: cfg.Failover, Primary: r.Cluster,
 			Standby: &Cluster{Script: cfg.PostgresScript(), PGData: cfg.StandbyPGData, Port: cfg.StandbyPGPort}}
 		if err := r.Pair.Start(ctx); err != nil {
@@ -75,6 +81,11 @@ func Setup(ctx context.Context, cfg *Config, ev *Events) (*Rig, error) {
 		return r, err
 	}
 	ev.Logf(EventPhase, "database %s created and migrated", cfg.Database)
+	if r.Patroni != nil && cfg.PgBouncer {
+		if err := r.startPgBouncer(ctx); err != nil {
+			return r, err
+		}
+	}
 
 	emuPort, err := freePort()
 	if err != nil {
@@ -213,7 +224,9 @@ func (r *Rig) Teardown() error {
 	if r.Cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if r.Pair != nil {
+		if r.Patroni != nil {
+			errs = append(errs, r.Patroni.Stop(ctx))
+		} else if r.Pair != nil {
 			errs = append(errs, r.Pair.Stop(ctx))
 		} else {
 			errs = append(errs, r.Cluster.Stop(ctx))

@@ -119,6 +119,9 @@ type Webhooks struct {
 	Pending int64
 	// Waited is how long the wait for the last deliveries took.
 	Waited time.Duration
+	// AlarmedByFailover counts alarms an asynchronous failover explains
+	// (failover_alarms.go).
+	AlarmedByFailover int
 }
 
 // SettleWebhooks waits, within webhookSettle, until the emulator has no
@@ -175,13 +178,15 @@ func checkWebhooks(w *Webhooks, rec *Recovery) (*Check, int) {
 		switch {
 		case e.Status != stripefake.EventDelivered:
 			c.Failf("event %s (%s of %s) is %s after %d attempts: %s", e.ID, e.Type, e.ObjectID, e.Status, e.Attempts, e.LastError)
-		case row == nil && rec != nil && rec.Mode == FailoverAsync && rec.Failover.Done() && e.DeliveredAt != nil &&
+		case row == nil && rec != nil && rec.Mode.Async() && rec.Failover.Done() && e.DeliveredAt != nil &&
 			e.DeliveredAt.Before(rec.Failover.PromotedAt):
 			lostByFailover++
 		case row == nil:
 			c.Failf("event %s (%s of %s) was answered %d times, but is not in stripe_events", e.ID, e.Type, e.ObjectID, e.Answered)
 		case row.Type != e.Type || deref(row.ObjectID) != e.ObjectID:
 			c.Failf("event %s (%s of %s) is recorded as %s of %s", e.ID, e.Type, e.ObjectID, row.Type, deref(row.ObjectID))
+		case alarmedByFailover(e, row, rec):
+			w.AlarmedByFailover++
 		case row.Outcome != "applied" && row.Outcome != "ignored":
 			c.Failf("event %s (%s) is recorded but %s", e.ID, e.Type, row.Outcome)
 		}
@@ -254,5 +259,8 @@ func (w *Webhooks) print(out io.Writer, row func(name, format string, args ...an
 	}
 	if lostByFailover > 0 {
 		row("lost by the failover", "%d (delivered before the promotion, not replicated)", lostByFailover)
+	}
+	if w.AlarmedByFailover > 0 {
+		row("alarms the failover explains", "%d (succeeded PaymentIntent whose payment it lost, re-adopted since)", w.AlarmedByFailover)
 	}
 }
