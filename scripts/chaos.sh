@@ -12,6 +12,8 @@
 #   scripts/chaos.sh -seed 7 -clients 32  any harness flag (-help lists them)
 #   CHAOS_FAILOVER=sync scripts/chaos.sh  fail over to a synchronous standby
 #   CHAOS_FAILOVER=async scripts/chaos.sh ... to an asynchronous one
+#   CHAOS_POOLER=pgbouncer scripts/chaos.sh  through PgBouncer in
+#                                         transaction pooling mode
 #   CHAOS_FAILOVER=patroni-sync scripts/chaos.sh   under Patroni, etcd and
 #                                         HAProxy (scripts/patroni.sh): kill the
 #                                         leader, kill only its Patroni, switch
@@ -55,5 +57,9 @@ if [ -n "${CHAOS_FAILOVER:-}" ]; then
 fi
 # The harness stops its clusters itself; this covers a harness that died.
 trap 'PAYMENTSD_PGDATA=$pgdata PAYMENTSD_PGPORT=$pgport scripts/postgres.sh stop
-  [ -z "${CHAOS_FAILOVER:-}" ] || PAYMENTSD_PGDATA=$standby PAYMENTSD_PGPORT=$((pgport + 1)) scripts/postgres.sh stop' EXIT
+  [ -z "${CHAOS_FAILOVER:-}" ] || PAYMENTSD_PGDATA=$standby PAYMENTSD_PGPORT=$((pgport + 1)) scripts/postgres.sh stop
+  [ -z "${CHAOS_POOLER:-}" ] || PAYMENTSD_PGBOUNCER_DIR=$root/.tmp/chaos-pgbouncer scripts/pgbouncer.sh stop' EXIT
+# CHAOS_POOLER=pgbouncer: the service reaches Postgres through PgBouncer,
+# which then fails no login for long after the mid-run restart.
+[ -z "${CHAOS_POOLER:-}" ] || export PAYMENTSD_PGBOUNCER_SETTINGS=${PAYMENTSD_PGBOUNCER_SETTINGS:-server_login_retry = 1}
 bin/paymentsd-chaos -pgdata "$pgdata" -pgport "$pgport" "$@"

@@ -73,7 +73,8 @@ type Config struct {
 	// (lost_history.go; ±20%); 0 disables them. LostRetryAfter is how long
 	// after the loss its client sends the key again.
 	LostEvery, LostRetryAfter time.Duration
-	// PgBouncer, in a Patroni run, puts PgBouncer in front of HAProxy.
+	// PgBouncer puts PgBouncer (transaction pooling) between every process
+	// and the database, in front of HAProxy in a Patroni run.
 	PgBouncer bool
 }
 
@@ -152,7 +153,8 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&cfg.StandbyPGPort, "standby-pgport", 0, "port of the standby (default -pgport + 1)")
 	fs.DurationVar(&cfg.ReplicationCut, "replication-cut", 2*time.Second, "async failover: how long before the primary stops its standby stops receiving WAL (0: only the natural lag)")
 	fs.DurationVar(&cfg.PromoteAfter, "promote-after", time.Second, "failover: how long the cluster has no primary before the standby is promoted")
-	fs.BoolVar(&cfg.PgBouncer, "pgbouncer", false, "patroni-sync/async: the service connects through PgBouncer (transaction pooling) in front of HAProxy")
+	fs.BoolVar(&cfg.PgBouncer, "pgbouncer", os.Getenv("CHAOS_POOLER") == "pgbouncer",
+		"the service connects through PgBouncer (transaction pooling), in front of HAProxy in a Patroni run; CHAOS_POOLER=pgbouncer sets the default")
 	webhookFlags(fs, cfg)
 	fs.DurationVar(&cfg.LostEvery, "lost-every", 10*time.Second, "mean pause between lost-history faults (±20%; 0 disables; off in a failover run unless set)")
 	fs.DurationVar(&cfg.LostRetryAfter, "lost-retry-after", 0, "how long after its loss a lost key is sent again (default: a quarter of -duration, within 10s-2m30s)")
@@ -231,8 +233,8 @@ func (c *Config) validate() error {
 	if c.Failover != FailoverOff && (c.StandbyPGPort == c.PGPort || c.ReplicationCut < 0 || c.PromoteAfter < 0) {
 		errs = append(errs, errors.New("-standby-pgport must differ from -pgport; -replication-cut and -promote-after must not be negative"))
 	}
-	if c.PgBouncer && !c.Failover.Patroni() {
-		errs = append(errs, errors.New("-pgbouncer needs -failover patroni-sync or patroni-async"))
+	if c.PgBouncer && c.Failover != FailoverOff && !c.Failover.Patroni() {
+		errs = append(errs, errors.New("-pgbouncer goes with no -failover, or patroni-sync or patroni-async"))
 	}
 	if _, err := c.Faults.Chaos(); err != nil {
 		errs = append(errs, fmt.Errorf("emulator faults: %w", err))

@@ -81,7 +81,7 @@ func Setup(ctx context.Context, cfg *Config, ev *Events) (*Rig, error) {
 		return r, err
 	}
 	ev.Logf(EventPhase, "database %s created and migrated", cfg.Database)
-	if r.Patroni != nil && cfg.PgBouncer {
+	if cfg.PgBouncer {
 		if err := r.startPgBouncer(ctx); err != nil {
 			return r, err
 		}
@@ -220,6 +220,11 @@ func (r *Rig) Teardown() error {
 	}
 	if r.EmuProc != nil {
 		errs = append(errs, r.EmuProc.Stop(15*time.Second))
+	}
+	{
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		errs = append(errs, r.stopPgBouncer(ctx))
+		cancel()
 	}
 	if r.Cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
