@@ -631,7 +631,7 @@ func (r *Rig) startPgBouncer(ctx context.Context) error {
 	q.Set("connect_timeout", "2")
 	pooled.RawQuery = q.Encode()
 	r.DBURL = pooled.String()
-	r.Events.Logf(EventPhase, "PgBouncer (transaction pooling) in front of HAProxy at %s", pooled.Host)
+	r.Events.Logf(EventPhase, "PgBouncer (transaction pooling) in front of the database at %s", pooled.Host)
 	return nil
 }
 

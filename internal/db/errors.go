@@ -43,11 +43,15 @@ func IsUnavailable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// Class 08: connection exception; 57P0x: admin shutdown, crash
-		// shutdown, cannot connect now; 53300: too many connections.
+		// shutdown, cannot connect now; 53300: too many connections;
+		// 25006: a write on a read-only transaction, which is a standby
+		// (a connection that landed on one in a failover, through a
+		// router whose health check had not caught up) or a primary
+		// being demoted: the store cannot take writes there, for now.
 		switch {
 		case len(pgErr.Code) == 5 && pgErr.Code[:2] == "08",
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03",
-			pgErr.Code == "53300":
+			pgErr.Code == "53300", pgErr.Code == "25006":
 			return true
 		}
 		return false

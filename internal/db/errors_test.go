@@ -203,6 +203,7 @@ func TestIsUnavailable(t *testing.T) {
 			"57P02": true, // crash shutdown
 			"57P03": true, // cannot connect now
 			"53300": true, // too many connections
+			"25006": true, // read-only transaction: a standby, or a primary being demoted
 			"23505": false,
 			"40001": false,
 			"40P01": false,
