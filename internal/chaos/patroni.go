@@ -436,7 +436,8 @@ func (c *Controller) patroniEvent(ctx context.Context, p *PatroniCluster, i int,
 }
 
 // checkPatroniEvents is check 8's part in a Patroni run: each of the three
-// events happened and the cluster was whole again after it.
+// events happened, the cluster was whole again after it, and the service
+// answered no 500 meanwhile (a failover is a 503, store-unavailable).
 func checkPatroniEvents(c *Check, r *Recovery) {
 	if !r.Mode.Patroni() {
 		return
@@ -448,6 +449,9 @@ func checkPatroniEvents(c *Check, r *Recovery) {
 			c.Failf("Patroni event (%c) did not happen", 'a'+rune(i))
 		case r.Failover.Patroni[i].Err != "":
 			c.Failf("Patroni event (%c) %s failed: %s", 'a'+rune(i), r.Failover.Patroni[i].Kind, r.Failover.Patroni[i].Err)
+		case r.Failover.Patroni[i].Internal > 0:
+			c.Failf("Patroni event (%c) %s: the service answered %d 500s after it (see the serve logs)",
+				'a'+rune(i), r.Failover.Patroni[i].Kind, r.Failover.Patroni[i].Internal)
 		}
 	}
 }

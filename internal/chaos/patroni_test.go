@@ -80,6 +80,7 @@ func TestPatroniHealthy(t *testing.T) {
 func TestCheckPatroniEvents(t *testing.T) {
 	ok := &PatroniEvent{Kind: "kill"}
 	failed := &PatroniEvent{Kind: "patronictl switchover", Err: "Switchover failed, details: 503"}
+	answered500 := &PatroniEvent{Kind: "kill", Internal: 2}
 	for _, tc := range []struct {
 		name       string
 		mode       FailoverMode
@@ -88,6 +89,7 @@ func TestCheckPatroniEvents(t *testing.T) {
 	}{
 		{"all three", FailoverPatroniSync, []*PatroniEvent{ok, ok, ok}, 0},
 		{"one failed", FailoverPatroniAsync, []*PatroniEvent{ok, ok, failed}, 1},
+		{"500s after one", FailoverPatroniSync, []*PatroniEvent{ok, answered500, ok}, 1},
 		{"two missing", FailoverPatroniSync, []*PatroniEvent{ok}, 2},
 		{"not a Patroni run", FailoverAsync, nil, 0},
 	} {
