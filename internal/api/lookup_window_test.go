@@ -163,13 +163,7 @@ func TestLostKeyWhoseFirstLookupFailedIsNeverChargedAgain(t *testing.T) {
 		Workers: quietCompleter})
 	_, apiKey := svc.NewUser(t)
 
-	em.setOffset(-25 * time.Hour) // the first send, a day and an hour ago
-	first := paid(t, svc, apiKey, "long-lost")
-	em.setOffset(0) // Stripe has forgotten the key since
-	forgetEverything(t, svc)
-	_, err := svc.Pool.Exec(context.Background(), "UPDATE deployment SET history_lost_at = now() - interval '25 hours'")
-	require.NoError(t, err)
-	testutil.WaitFor(t, 5*time.Second, 20*time.Millisecond, func() bool { return !svc.App.HistoryLostAt().IsZero() })
+	first := lostADayAgo(t, em, svc, apiKey, "long-lost")
 
 	searchDown.Store(true) // the first run's lookup fails
 	requireProblem(t, svc.PostPayment(t, apiKey, "long-lost", visa), http.StatusServiceUnavailable, "processor-unavailable")

@@ -235,14 +235,7 @@ func TestLostKeySentAgainAfterStripeForgotItIsAdopted(t *testing.T) {
 		Workers: quietCompleter})
 	_, apiKey := svc.NewUser(t)
 
-	em.setOffset(-25 * time.Hour) // the first send, a day and an hour ago
-	first := paid(t, svc, apiKey, "long-lost")
-	em.setOffset(0) // Stripe has forgotten the key since
-	forgetEverything(t, svc)
-	// The loss was seen then, as the heartbeat records it.
-	_, err := svc.Pool.Exec(context.Background(), "UPDATE deployment SET history_lost_at = now() - interval '25 hours'")
-	require.NoError(t, err)
-	testutil.WaitFor(t, 5*time.Second, 20*time.Millisecond, func() bool { return !svc.App.HistoryLostAt().IsZero() })
+	first := lostADayAgo(t, em, svc, apiKey, "long-lost")
 
 	resp := svc.PostPayment(t, apiKey, "long-lost", visa)
 	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
@@ -252,4 +245,19 @@ func TestLostKeySentAgainAfterStripeForgotItIsAdopted(t *testing.T) {
 	// A key of another intent is sent as usual.
 	paid(t, svc, apiKey, "new")
 	require.Len(t, em.PaymentIntents(), 2)
+}
+
+// lostADayAgo pays key 25 hours ago in Stripe's clock, then loses the
+// database's history of it, as a loss the heartbeat saw then; Stripe has
+// forgotten the key since. It returns the payment the client was answered.
+func lostADayAgo(t *testing.T, em *skewedEmulator, svc *testutil.Service, apiKey, key string) payment {
+	t.Helper()
+	em.setOffset(-25 * time.Hour)
+	first := paid(t, svc, apiKey, key)
+	em.setOffset(0)
+	forgetEverything(t, svc)
+	_, err := svc.Pool.Exec(context.Background(), "UPDATE deployment SET history_lost_at = now() - interval '25 hours'")
+	require.NoError(t, err)
+	testutil.WaitFor(t, 5*time.Second, 20*time.Millisecond, func() bool { return !svc.App.HistoryLostAt().IsZero() })
+	return first
 }
