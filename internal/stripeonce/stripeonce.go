@@ -175,9 +175,8 @@ type Op[T any] interface {
 // included, and nothing when Since is after Until.
 type Span struct {
 	Since, Until time.Time
-	// SearchSince, when set, is the oldest creation time a search result
-	// may have and still be the intent's; by default, Stripe's window
-	// before Since.
+	// SearchSince is the oldest creation time an object may have and still
+	// be the intent's (the zero time: any).
 	SearchSince time.Time
 }
 

@@ -62,14 +62,6 @@ func (c *Charger) find(ctx context.Context, req *ChargeRequest, window stripeonc
 	return found, nil
 }
 
-// searchHorizon is how long before a lookup's window a PaymentIntent that
-// search finds may still be the intent's: one that a failover's lost
-// commits left behind is younger than Stripe's idempotency window (later, a
-// retry could not have reached it anyway). Anything older belongs to an
-// earlier use of the same key, reused once its tombstone expired: never
-// this request's.
-const searchHorizon = stripeonce.Window
-
 // list adds to found the intent's PaymentIntents created within window.
 func (c *Charger) list(ctx context.Context, req *ChargeRequest, window stripeonce.Span, found map[string]*stripe.PaymentIntent) error {
 	if window.Empty() {
@@ -99,12 +91,10 @@ func (c *Charger) list(ctx context.Context, req *ChargeRequest, window stripeonc
 }
 
 // search adds to found what Stripe's search index holds for the intent,
-// created no earlier than searchHorizon before window.
+// created no earlier than window.SearchSince: anything older belongs to an
+// earlier use of the same key, reused once its tombstone expired.
 func (c *Charger) search(ctx context.Context, req *ChargeRequest, window stripeonce.Span, found map[string]*stripe.PaymentIntent) error {
-	horizon := window.Since.Add(-searchHorizon).Unix()
-	if !window.SearchSince.IsZero() {
-		horizon = min(horizon, window.SearchSince.Unix())
-	}
+	horizon := window.SearchSince.Unix()
 	params := &stripe.PaymentIntentSearchParams{}
 	params.Query = fmt.Sprintf("metadata['%s']:'%s'", intent.MetadataIntent, req.Intent.ID())
 	params.Context = ctx

@@ -112,7 +112,7 @@ func (op refundOp) Lookup(ctx context.Context, window stripeonce.Span) (*Outcome
 	}
 	var mine []*stripe.Refund
 	for _, r := range all {
-		if window.SearchSince.IsZero() || r.Created >= window.SearchSince.Unix() {
+		if r.Created >= window.SearchSince.Unix() {
 			mine = append(mine, r)
 		}
 	}
