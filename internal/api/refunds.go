@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -26,19 +25,17 @@ func (s *Server) pathPayment(w http.ResponseWriter, r *http.Request) *dbsqlc.Pay
 		return nil
 	}
 	user := userID(r.Context())
+	var payment *dbsqlc.Payment
 	public, err := ref.Resolve(r.Context(), s.pool, user)
 	if err == nil {
-		var payment *dbsqlc.Payment
 		payment, err = s.queries.PaymentGetByPublicIDForUser(r.Context(), s.pool, &dbsqlc.PaymentGetByPublicIDForUserParams{
 			UserID: user, PublicID: public,
 		})
-		if s.found(w, r, err, "No such payment.") {
-			return payment
-		}
+	}
+	if !s.found(w, r, err, "No such payment.") {
 		return nil
 	}
-	s.found(w, r, err, "No such payment.")
-	return nil
+	return payment
 }
 
 // getRefund serves GET /refunds/{id}: the caller's own refund, 404 otherwise.
@@ -46,8 +43,8 @@ func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
 	raw, user := chi.URLParam(r, "id"), userID(r.Context())
 	public, err := ids.Parse(ids.Refund, raw)
 	if err != nil {
-		n, perr := strconv.ParseInt(raw, 10, 64)
-		if perr != nil || n < 1 || strconv.FormatInt(n, 10) != raw {
+		n, ok := ids.ParseNumber(raw)
+		if !ok {
 			writeProblem(w, problem.New(problem.InvalidRequest, "The refund id must be a refund's id (re_…)."))
 			return
 		}

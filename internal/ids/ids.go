@@ -13,6 +13,7 @@ package ids
 import (
 	"encoding/base32"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -56,4 +57,11 @@ func Parse(prefix, id string) (uuid.UUID, error) {
 		return value, fmt.Errorf("not a %s_ id", prefix)
 	}
 	return value, nil
+}
+
+// ParseNumber reads the number of a row made before public ids, as its
+// stored answers show it: a positive integer, written as Go writes it.
+func ParseNumber(s string) (int64, bool) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n > 0 && strconv.FormatInt(n, 10) == s
 }

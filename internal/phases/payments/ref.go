@@ -28,7 +28,7 @@ func ParseRef(s string) (Ref, error) {
 	if public, err := ids.Parse(ids.Payment, s); err == nil {
 		return Ref{Public: public}, nil
 	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 && strconv.FormatInt(n, 10) == s {
+	if n, ok := ids.ParseNumber(s); ok {
 		return Ref{Legacy: n}, nil
 	}
 	return Ref{}, errors.New("not a payment id")
@@ -55,8 +55,8 @@ func (r *Ref) UnmarshalJSON(b []byte) error {
 		*r = Ref{Public: public}
 		return err
 	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil || n < 1 {
+	n, ok := ids.ParseNumber(string(b))
+	if !ok {
 		return fmt.Errorf("not a payment id: %s", b)
 	}
 	*r = Ref{Legacy: n}

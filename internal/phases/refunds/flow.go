@@ -62,9 +62,8 @@ func (f *flow) decide(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.T
 	var payment *dbsqlc.PaymentLockForRefundRow
 	publicID, err := p.PaymentID.Resolve(ctx, tx, run.Key.UserID)
 	if err == nil {
-		var row *dbsqlc.PaymentLockForRefundRow
-		row, err = f.queries.PaymentLockForRefund(ctx, tx, &dbsqlc.PaymentLockForRefundParams{UserID: run.Key.UserID, PublicID: publicID})
-		payment, err = row, db.InterpretError(err)
+		payment, err = f.queries.PaymentLockForRefund(ctx, tx, &dbsqlc.PaymentLockForRefundParams{UserID: run.Key.UserID, PublicID: publicID})
+		err = db.InterpretError(err)
 	}
 	if err != nil {
 		// The API checked the payment before reserving the key, and
