@@ -115,14 +115,11 @@ func (h *Handler) Apply(ctx context.Context, event *stripe.Event) (*Result, erro
 		case err != nil:
 			res.Alarm = "the event could not be applied: " + err.Error()
 		}
-		outcome, reason := "applied", res.Ignored
-		switch {
-		case res.Alarm != "":
-			outcome, reason = "alarm", res.Alarm
-		case res.Ignored != "":
-			outcome = "ignored"
+		reason := res.Ignored
+		if res.Alarm != "" {
+			reason = res.Alarm
 		}
-		if err := q.StripeEventRecord(ctx, tx, &dbsqlc.StripeEventRecordParams{ID: event.ID, Outcome: outcome, Reason: nonEmpty(reason)}); err != nil {
+		if err := q.StripeEventRecord(ctx, tx, &dbsqlc.StripeEventRecordParams{ID: event.ID, Outcome: res.outcome(), Reason: nonEmpty(reason)}); err != nil {
 			return nil, fmt.Errorf("error recording event outcome: %w", err)
 		}
 		return res, nil
