@@ -195,9 +195,17 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 		rec.Recorded = recordedIntents(snap)
 	}
 	if hooks != nil {
-		check, lost := checkWebhooks(hooks, rec)
+		if lost != nil {
+			hooks.LostIntents = map[string]bool{}
+			for _, f := range lost.Faults() {
+				if f.PaymentIntent != "" {
+					hooks.LostIntents[f.PaymentIntent] = true
+				}
+			}
+		}
+		check, lostEvents := checkWebhooks(hooks, rec)
 		report.Verdict.Checks = append(report.Verdict.Checks, check)
-		report.Webhooks, report.WebhooksLostByFailover = hooks, lost
+		report.Webhooks, report.WebhooksLostByFailover = hooks, lostEvents
 	}
 	if lost != nil {
 		check, summary := checkLostHistory(lost.Faults(), snap)
