@@ -38,7 +38,7 @@ func (s *Server) lookupUser(ctx context.Context, key string) (int64, error) {
 	}
 	query := hash // a copy for the query, so that only a miss moves one to the heap
 	user, err := s.queries.UserGetByAPIKeyHash(ctx, s.pool, query[:])
-	if err = db.InterpretError(err); err != nil {
+	if err != nil {
 		return 0, err
 	}
 	s.auth.put(hash, user.ID, now)

@@ -30,7 +30,7 @@ type Endpoint struct {
 	// "/payments/{id}/refunds").
 	Method, Pattern string
 	// Flow drives each request's key.
-	Flow phases.Flow
+	Flow phases.AnyFlow
 	// Noun names what a body describes, for the 400 answer ("payment").
 	Noun string
 	// Decode validates the body and the path values (pathValue returns one
@@ -63,7 +63,7 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 		return
 	}
 	st := request(r.Context())
-	st.key, st.flow, st.route = key, ep.Flow.Name, ep.Pattern
+	st.key, st.flow, st.route = key, ep.Flow.FlowName(), ep.Pattern
 
 	body, ok := readJSONBody(w, r)
 	if !ok {
@@ -73,7 +73,7 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	req := &phases.Request{
 		UserID:     user,
 		Key:        key,
-		Flow:       ep.Flow.Name,
+		Flow:       ep.Flow.FlowName(),
 		Method:     r.Method,
 		Path:       r.URL.Path,
 		Digest:     idempotency.Digest(r.Method, r.URL.EscapedPath(), body),
@@ -122,7 +122,7 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	logRecoveryPoint(r, err)
 	if err != nil {
 		f := classifyFor(r, err)
-		s.metrics.Outcome(ep.Flow.Name, f.outcome)
+		s.metrics.Outcome(ep.Flow.FlowName(), f.outcome)
 		f.write(w, r, err)
 		return
 	}
@@ -130,7 +130,7 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	if res.Replayed {
 		outcome = metrics.OutcomeReplayed
 	}
-	s.metrics.Outcome(ep.Flow.Name, outcome)
+	s.metrics.Outcome(ep.Flow.FlowName(), outcome)
 	writeStored(w, res)
 }
 

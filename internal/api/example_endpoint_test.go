@@ -6,42 +6,41 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/paymentsd/paymentsd/internal/api"
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
 
 // Example_endpoint is the recipe for a new idempotent endpoint, compiled and
 // run by CI so docs/adding-an-endpoint.md cannot drift from the code: a flow
-// of typed steps, and an Endpoint that names its route, its flow and its
+// of steps in order, and an Endpoint that names its route, its flow and its
 // decoder. A real one (internal/phases/refunds, mounted in internal/app)
 // adds its queries and a foreign call through package stripeonce.
 func Example_endpoint() {
 	type giftCard struct {
-		Amount int64 `json:"amount"`
+		Amount int64  `json:"amount"`
+		Code   string `json:"code,omitempty"`
 	}
-	flow := phases.Flow{Name: "gift_card", Steps: map[phases.RecoveryPoint]phases.Step{
+	// The flow's steps in the order they run, each named by the recovery
+	// point it leaves; *giftCard is what they hand each other.
+	flow := phases.Flow[giftCard]{Name: "gift_card", Steps: []phases.Step[giftCard]{
 		// Local: work in the phase transaction; the engine fuses it with
-		// the reservation and writes the transition, fenced by the lease.
-		phases.Started: phases.Local(func(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
-			var card giftCard
-			if err := json.Unmarshal(run.Key.RequestParams, &card); err != nil {
-				return phases.Transition{}, err
-			}
-			phases.Keep(run, &card) // for the next step of this run
-			return phases.AdvanceTo("issued"), nil
+		// the reservation and records where the key stands, fenced by the
+		// lease.
+		phases.Local(phases.Started, func(ctx context.Context, tx db.Tx, run *phases.Run, card *giftCard) (phases.Transition, error) {
+			return phases.Next(), json.Unmarshal(run.Key.RequestParams, card)
 		}),
 		// Foreign: one side effect with no transaction open; its result,
 		// typed, is recorded in the next transaction.
-		"issued": phases.Foreign(
-			func(ctx context.Context, run *phases.Run) (string, error) {
+		phases.Foreign("card_requested",
+			func(ctx context.Context, run *phases.Run, card *giftCard) (string, error) {
 				return "gc_123", nil // the remote call, under an intent-derived key
 			},
-			func(ctx context.Context, tx pgx.Tx, run *phases.Run, code string) (phases.Transition, error) {
-				body, _ := json.Marshal(map[string]string{"code": code})
-				return phases.FinishWith(&phases.Response{Status: http.StatusCreated, Body: body}), nil
+			func(ctx context.Context, tx db.Tx, run *phases.Run, card *giftCard, code string) (phases.Transition, error) {
+				card.Code = code
+				body, err := json.Marshal(card)
+				return phases.FinishWith(&phases.Response{Status: http.StatusCreated, Body: body}), err
 			}),
 	}}
 	endpoint := api.Endpoint{

@@ -26,7 +26,7 @@ func TestAClientHangingUpIsNotAnError(t *testing.T) {
 
 	// Another transaction holds the keys' table (a migration, say): the
 	// request's read of its key waits for it.
-	blocker, err := svc.Pool.Begin(ctx)
+	blocker, err := svc.Pool.Driver().Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = blocker.Rollback(ctx) }()
 	_, err = blocker.Exec(ctx, `LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE`)

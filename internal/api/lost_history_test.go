@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/internal/db"
@@ -26,7 +25,7 @@ import (
 // (retried if the receipt dispatcher's own deadlocks with it).
 func forgetEverything(t *testing.T, svc *testutil.Service) {
 	t.Helper()
-	require.NoError(t, db.WithTx(context.Background(), svc.Pool, func(ctx context.Context, tx pgx.Tx) error {
+	require.NoError(t, db.WithTx(context.Background(), svc.Pool, func(ctx context.Context, tx db.Tx) error {
 		_, err := tx.Exec(ctx, `
 			DELETE FROM receipt_outbox;
 			DELETE FROM receipts;

@@ -161,7 +161,7 @@ func TestProcessorFaultsThenRetriesFinishOnce(t *testing.T) {
 func TestStoreUnreachableFailsClosed(t *testing.T) {
 	t.Parallel()
 	direct := testutil.NewDB(t)
-	cfg := direct.Config().Copy()
+	cfg := direct.Driver().Config().Copy()
 	proxy := testutil.NewProxy(t, cfg.ConnConfig.Host+":"+itoa(int64(cfg.ConnConfig.Port)))
 	host, port := splitHostPort(t, proxy.Addr)
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, port

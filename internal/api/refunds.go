@@ -123,7 +123,7 @@ func (s *Server) listRefunds(w http.ResponseWriter, r *http.Request) {
 // is the same), the classified error otherwise. It returns true when the
 // row was found.
 func (s *Server) found(w http.ResponseWriter, r *http.Request, err error, notFound string) bool {
-	switch err = db.InterpretError(err); {
+	switch {
 	case errors.Is(err, db.ErrNotFound):
 		writeProblem(w, problem.New(problem.NotFound, notFound))
 		return false

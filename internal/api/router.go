@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	apispec "github.com/paymentsd/paymentsd/api"
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/metrics"
 	"github.com/paymentsd/paymentsd/internal/phases"
@@ -39,7 +39,7 @@ type Config struct {
 // Server holds what the handlers share.
 type Server struct {
 	endpoints []*Endpoint
-	pool      *pgxpool.Pool
+	pool      *db.Pool
 	engine    *phases.Engine
 	metrics   *metrics.Metrics
 	auth      *authCache
@@ -51,7 +51,7 @@ type Server struct {
 // NewServer returns the API over pool and engine, serving the idempotent
 // endpoints given: each one's flow is registered with the engine here, so a
 // malformed or duplicate flow stops the service from starting.
-func NewServer(pool *pgxpool.Pool, engine *phases.Engine, m *metrics.Metrics, log zerolog.Logger, cfg Config,
+func NewServer(pool *db.Pool, engine *phases.Engine, m *metrics.Metrics, log zerolog.Logger, cfg Config,
 	endpoints ...Endpoint) (*Server, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = time.Minute
@@ -64,7 +64,7 @@ func NewServer(pool *pgxpool.Pool, engine *phases.Engine, m *metrics.Metrics, lo
 		if err := engine.Register(ep.Flow); err != nil {
 			return nil, fmt.Errorf("error mounting %s %s: %w", ep.Method, ep.Pattern, err)
 		}
-		m.StartFlow(ep.Flow.Name)
+		m.StartFlow(ep.Flow.FlowName())
 		s.endpoints = append(s.endpoints, &ep)
 	}
 	return s, nil

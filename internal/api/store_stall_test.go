@@ -21,7 +21,7 @@ func TestAStalledStoreIsA503WithinTheBound(t *testing.T) {
 	svc := testutil.StartService(t, testutil.ServiceOptions{Workers: quietCompleter})
 	userID, apiKey := svc.NewUser(t)
 	ctx := context.Background()
-	stall, err := svc.Pool.Begin(ctx)
+	stall, err := svc.Pool.Driver().Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = stall.Rollback(ctx) }()
 	// A key's insert takes a share lock on its user row (the foreign key).
@@ -49,7 +49,7 @@ func TestReadyzSaysSoWhenCommitsStall(t *testing.T) {
 	require.Equal(t, http.StatusOK, ready())
 
 	ctx := context.Background()
-	stall, err := svc.Pool.Begin(ctx)
+	stall, err := svc.Pool.Driver().Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = stall.Rollback(ctx) }()
 	_, err = stall.Exec(ctx, "SELECT 1 FROM instances FOR UPDATE")

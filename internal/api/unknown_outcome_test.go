@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/client"
@@ -157,7 +156,7 @@ func TestRetryAfterLostCommitsGetsStripesCachedAnswer(t *testing.T) {
 
 	// The database forgets everything the request committed, in one
 	// transaction, retried if the receipt dispatcher's own deadlocks with it.
-	require.NoError(t, db.WithTx(context.Background(), svc.Pool, func(ctx context.Context, tx pgx.Tx) error {
+	require.NoError(t, db.WithTx(context.Background(), svc.Pool, func(ctx context.Context, tx db.Tx) error {
 		_, err := tx.Exec(ctx, `
 			DELETE FROM receipt_outbox;
 			DELETE FROM receipts;

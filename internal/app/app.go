@@ -15,7 +15,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/rs/zerolog"
 
@@ -64,7 +63,7 @@ type Options struct {
 
 // App is an assembled service.
 type App struct {
-	Pool   *pgxpool.Pool
+	Pool   *db.Pool
 	Engine *phases.Engine
 	River  *river.Client[pgx.Tx]
 	// Receipts drains the receipt outbox; Run runs it beside River.
@@ -79,13 +78,13 @@ type App struct {
 	opts           Options
 	serving        chan struct{}
 	engineCfg      phases.Config
-	flows          []phases.Flow
+	flows          []phases.AnyFlow
 	alive          *liveness
 	history        *historyWatch
 }
 
 // New wires the service over pool.
-func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
+func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = 30 * time.Second
 	}
@@ -107,7 +106,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 		DeadAfter:     3 * opts.HeartbeatInterval,
 		Hooks:         opts.Hooks,
 		Observer:      m,
-		Admit:         ratelimit.New(opts.RateLimit).Admit,
+		Limit:         ratelimit.New(opts.RateLimit).Take,
 		MaxUnfinished: opts.MaxUnfinished,
 		StaleAt:       opts.StaleAt,
 	}
@@ -140,7 +139,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 		Method: http.MethodPost, Pattern: payments.Path + "/{id}/refunds", Noun: "refund",
 		Flow:   refunds.NewFlow(pool, namespace, refunder),
 		Decode: refunds.Decode,
-		Admit:  refunds.Admitter(pool),
+		Admit:  refunds.AdmitRefund(pool),
 	}}
 
 	if opts.RequestTimeout <= 0 {
@@ -196,7 +195,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*App, error) {
 // phases.ErrNotAwaitingOperator for a key that does not await one.
 func (a *App) Resolve(ctx context.Context, keyID int64, stripeID string) (*phases.Response, error) {
 	key, err := dbsqlc.New().IdempotencyKeyGetByID(ctx, a.Pool, keyID)
-	if err = db.InterpretError(err); err != nil {
+	if err != nil {
 		if errors.Is(err, db.ErrNotFound) {
 			return nil, phases.ErrNotAwaitingOperator
 		}
@@ -236,8 +235,8 @@ func (a *App) EngineAt(staleAt func() time.Time) *phases.Engine {
 	return e
 }
 
-func flowsOf(endpoints []api.Endpoint) []phases.Flow {
-	flows := make([]phases.Flow, len(endpoints))
+func flowsOf(endpoints []api.Endpoint) []phases.AnyFlow {
+	flows := make([]phases.AnyFlow, len(endpoints))
 	for i, ep := range endpoints {
 		flows[i] = ep.Flow
 	}

@@ -5,9 +5,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 )
 
@@ -22,7 +22,7 @@ type historyWatch struct {
 
 // observe records what the database says now; a failure leaves the last
 // reading (the next heartbeat reads again).
-func (h *historyWatch) observe(ctx context.Context, pool *pgxpool.Pool, log zerolog.Logger) {
+func (h *historyWatch) observe(ctx context.Context, pool *db.Pool, log zerolog.Logger) {
 	at, err := dbsqlc.New().DeploymentObserveHistory(ctx, pool)
 	if err != nil {
 		log.Warn().Err(err).Msg("could not read the database's history")

@@ -16,11 +16,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/gowebpki/jcs"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/internal/api"
 	"github.com/paymentsd/paymentsd/internal/bench"
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/idempotency"
 	"github.com/paymentsd/paymentsd/internal/ids"
@@ -30,14 +30,14 @@ import (
 )
 
 // dbURLOf is the URL of the database pool is connected to.
-func dbURLOf(t *testing.T, pool *pgxpool.Pool) string {
+func dbURLOf(t *testing.T, pool *db.Pool) string {
 	t.Helper()
-	u, err := bench.DatabaseURL(testutil.AdminURL(t), pool.Config().ConnConfig.Database)
+	u, err := bench.DatabaseURL(testutil.AdminURL(t), pool.Driver().Config().ConnConfig.Database)
 	require.NoError(t, err)
 	return u
 }
 
-func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
+func count(t *testing.T, pool *db.Pool, sql string, args ...any) int64 {
 	t.Helper()
 	var n int64
 	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n), sql)
@@ -46,7 +46,7 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 
 // schema is every index and constraint definition of the service's schema,
 // with its storage options.
-func schema(t *testing.T, pool *pgxpool.Pool) []string {
+func schema(t *testing.T, pool *db.Pool) []string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `
 		SELECT 'index ' || pg_get_indexdef(i.oid) || coalesce(' ' || array_to_string(i.reloptions, ','), '')
@@ -65,7 +65,7 @@ func schema(t *testing.T, pool *pgxpool.Pool) []string {
 // nullColumns is the set of the row's columns that are NULL, and its jsonb
 // columns' member names, for comparing a filled row with one the service
 // wrote.
-func nullColumns(t *testing.T, pool *pgxpool.Pool, table, where string, args ...any) map[string]string {
+func nullColumns(t *testing.T, pool *db.Pool, table, where string, args ...any) map[string]string {
 	t.Helper()
 	var row map[string]any
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT to_jsonb(r) FROM "+table+" r WHERE "+where+" LIMIT 1", args...).Scan(&row),
@@ -121,7 +121,7 @@ type filledKey struct {
 	Finished time.Time
 }
 
-func filledKeys(t *testing.T, pool *pgxpool.Pool, where string, args ...any) []filledKey {
+func filledKeys(t *testing.T, pool *db.Pool, where string, args ...any) []filledKey {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `
 		SELECT id, user_id, idempotency_key, flow, request_path, request_params::text::bytea, request_fingerprint,
@@ -235,7 +235,7 @@ func TestFillShape(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, fks)
 	for _, fk := range fks {
-		tx, err := pool.Begin(ctx)
+		tx, err := pool.Driver().Begin(ctx)
 		require.NoError(t, err)
 		_, err = tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT %s", fk[0], fk[1]))
 		require.NoError(t, err)
@@ -491,7 +491,7 @@ func TestFillShape(t *testing.T) {
 	require.Contains(t, table.String(), "idempotency_keys_user_id_idempotency_key_key")
 }
 
-func namespace(t *testing.T, pool *pgxpool.Pool) uuid.UUID {
+func namespace(t *testing.T, pool *db.Pool) uuid.UUID {
 	t.Helper()
 	var ns uuid.UUID
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT namespace FROM deployment").Scan(&ns))
@@ -545,7 +545,7 @@ func TestFillRefusesNothingToDo(t *testing.T) {
 	require.ErrorContains(t, err, "users")
 }
 
-func newUsers(t *testing.T, pool *pgxpool.Pool, n int) []bench.User {
+func newUsers(t *testing.T, pool *db.Pool, n int) []bench.User {
 	t.Helper()
 	var users []bench.User
 	for i := range n {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pressly/goose/v3"
 
 	"github.com/paymentsd/paymentsd/internal/db"
@@ -74,7 +73,7 @@ func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func connect(ctx context.Context) (*pgxpool.Pool, error) {
+func connect(ctx context.Context) (*db.Pool, error) {
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
 		return nil, errors.New("DATABASE_URL is required")

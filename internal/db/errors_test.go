@@ -27,7 +27,7 @@ import (
 const maxTxAttempts = 5
 
 type testBundle struct {
-	pool *pgxpool.Pool
+	pool *db.Pool
 }
 
 // setup gives the test its own migrated database: WithTx commits.
@@ -66,13 +66,13 @@ func sqlState(err error) string {
 
 // closedPortConfig is a pool configuration for a server that is not there:
 // a loopback port nothing listens on.
-func closedPortConfig(t *testing.T, pool *pgxpool.Pool) *pgxpool.Config {
+func closedPortConfig(t *testing.T, pool *db.Pool) *pgxpool.Config {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())
-	cfg := pool.Config().Copy()
+	cfg := pool.Driver().Config().Copy()
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(port)
 	cfg.ConnConfig.Fallbacks = nil // sslmode=prefer would fall back to the real server
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
@@ -86,7 +86,7 @@ func TestInterpretError(t *testing.T) {
 		t.Parallel()
 		b, ctx := setup(t)
 		hash := sha256.Sum256([]byte("nobody"))
-		_, err := dbsqlc.New().UserGetByAPIKeyHash(ctx, b.pool, hash[:])
+		_, err := dbsqlc.New().UserGetByAPIKeyHash(ctx, b.pool.Driver(), hash[:])
 		require.ErrorIs(t, err, pgx.ErrNoRows)
 		require.Equal(t, db.ErrNotFound, db.InterpretError(err))
 		require.Equal(t, db.ErrNotFound, db.InterpretError(fmt.Errorf("error loading user: %w", err)))
@@ -119,6 +119,34 @@ func TestInterpretError(t *testing.T) {
 		var connectErr *pgconn.ConnectError
 		require.ErrorAs(t, interpreted, &connectErr)
 	})
+}
+
+// TestTheEdgeTranslatesEveryQuery: a query run on the pool or on a
+// transaction through the edge answers with the edge's errors, whichever
+// way pgx reports them (a one-row Scan, a many-row Err, an Exec).
+func TestTheEdgeTranslatesEveryQuery(t *testing.T) {
+	t.Parallel()
+	b, ctx := setup(t)
+	hash := sha256.Sum256([]byte("nobody"))
+	_, err := dbsqlc.New().UserGetByAPIKeyHash(ctx, b.pool, hash[:])
+	require.Same(t, db.ErrNotFound, err, "on the pool")
+	require.NoError(t, db.WithTx(ctx, b.pool, func(ctx context.Context, tx db.Tx) error {
+		_, err := dbsqlc.New().UserGetByAPIKeyHash(ctx, tx, hash[:])
+		require.Same(t, db.ErrNotFound, err, "in a transaction")
+		return nil
+	}))
+
+	// A connection the server ends is unavailable, on Exec and on a
+	// many-row query alike.
+	var pid int
+	err = db.WithTx(ctx, b.pool, func(ctx context.Context, tx db.Tx) error {
+		require.NoError(t, tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+		_, err := b.pool.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, "SELECT 1")
+		return err
+	})
+	require.ErrorIs(t, err, db.ErrUnavailable)
 }
 
 func TestIsUniqueViolation(t *testing.T) {
@@ -167,7 +195,7 @@ func TestIsUnavailable(t *testing.T) {
 		// The pid of a client's connection names its server connection
 		// only without a pooler (TEST_POOLER_URL) between them.
 		b, ctx := &testBundle{pool: testutil.NewDirectDBWith(t, nil)}, context.Background()
-		conn, err := b.pool.Acquire(ctx)
+		conn, err := b.pool.Driver().Acquire(ctx)
 		require.NoError(t, err)
 		defer conn.Release()
 		var pid uint32
@@ -244,7 +272,7 @@ func TestWithTx(t *testing.T) {
 		require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT "+column+" FROM counter WHERE id = $1", id).Scan(&n))
 		return n
 	}
-	bump := func(ctx context.Context, tx pgx.Tx, id int) error {
+	bump := func(ctx context.Context, tx db.Tx, id int) error {
 		_, err := tx.Exec(ctx, "UPDATE counter SET n = n + 1 WHERE id = $1", id)
 		return err
 	}
@@ -252,7 +280,7 @@ func TestWithTx(t *testing.T) {
 	t.Run("CommitsAndReturnsTheValue", func(t *testing.T) {
 		t.Parallel()
 		b, ctx := setupCounter(t)
-		n, err := db.WithTxV(ctx, b.pool, func(ctx context.Context, tx pgx.Tx) (int, error) {
+		n, err := db.WithTxV(ctx, b.pool, func(ctx context.Context, tx db.Tx) (int, error) {
 			var n int
 			err := tx.QueryRow(ctx, "UPDATE counter SET n = n + 1 WHERE id = 1 RETURNING n").Scan(&n)
 			return n, err
@@ -267,7 +295,7 @@ func TestWithTx(t *testing.T) {
 		b, ctx := setupCounter(t)
 		errBody := errors.New("body failed")
 		var attempts int
-		err := db.WithTx(ctx, b.pool, func(ctx context.Context, tx pgx.Tx) error {
+		err := db.WithTx(ctx, b.pool, func(ctx context.Context, tx db.Tx) error {
 			attempts++
 			require.NoError(t, bump(ctx, tx, 1))
 			return errBody
@@ -287,7 +315,7 @@ func TestWithTx(t *testing.T) {
 			attempts int
 			failures []string
 		)
-		err := db.WithTx(ctx, b.pool, func(ctx context.Context, tx pgx.Tx) error {
+		err := db.WithTx(ctx, b.pool, func(ctx context.Context, tx db.Tx) error {
 			attempts++
 			if _, err := tx.Exec(ctx, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
 				return err
@@ -335,7 +363,7 @@ func TestWithTx(t *testing.T) {
 			return err
 		}
 		a := testutil.Go(t, func(testing.TB) error {
-			return db.WithTx(ctx, b.pool, func(ctx context.Context, tx pgx.Tx) error {
+			return db.WithTx(ctx, b.pool, func(ctx context.Context, tx db.Tx) error {
 				if err := bump(ctx, tx, 1); err != nil {
 					return failed(err)
 				}
@@ -355,7 +383,7 @@ func TestWithTx(t *testing.T) {
 			})
 		})
 		bDone := testutil.Go(t, func(testing.TB) error {
-			return db.WithTx(ctx, b.pool, func(ctx context.Context, tx pgx.Tx) error {
+			return db.WithTx(ctx, b.pool, func(ctx context.Context, tx db.Tx) error {
 				if attemptsB.Add(1) == 1 {
 					<-aHolds1
 					if err := bump(ctx, tx, 2); err != nil {
@@ -396,7 +424,7 @@ func TestWithTx(t *testing.T) {
 		for _, code := range []string{"40001", "40P01"} {
 			b, ctx := setupCounter(t)
 			var attempts int
-			err := db.WithTx(ctx, b.pool, func(ctx context.Context, tx pgx.Tx) error {
+			err := db.WithTx(ctx, b.pool, func(ctx context.Context, tx db.Tx) error {
 				attempts++
 				if err := bump(ctx, tx, 1); err != nil {
 					return err
@@ -414,7 +442,7 @@ func TestWithTx(t *testing.T) {
 		b, ctx := setupCounter(t)
 		require.NoError(t, insertUser(ctx, b.pool, "a@example.com", "key-a"))
 		var attempts int
-		err := db.WithTx(ctx, b.pool, func(ctx context.Context, tx pgx.Tx) error {
+		err := db.WithTx(ctx, b.pool, func(ctx context.Context, tx db.Tx) error {
 			attempts++
 			return insertUser(ctx, tx, "a@example.com", "key-"+strconv.Itoa(attempts))
 		})
@@ -428,7 +456,7 @@ func TestWithTx(t *testing.T) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var attempts int
-		err := db.WithTx(ctx, b.pool, func(ctx context.Context, tx pgx.Tx) error {
+		err := db.WithTx(ctx, b.pool, func(ctx context.Context, tx db.Tx) error {
 			attempts++
 			err := raise(ctx, tx, "40001")
 			cancel()

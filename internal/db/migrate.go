@@ -20,8 +20,8 @@ import (
 
 // Migrator applies the embedded goose migrations through pool. Close the
 // returned *sql.DB when done; it does not close the pool.
-func Migrator(pool *pgxpool.Pool) (*goose.Provider, *sql.DB, error) {
-	sqlDB := stdlib.OpenDBFromPool(pool)
+func Migrator(pool *Pool) (*goose.Provider, *sql.DB, error) {
+	sqlDB := stdlib.OpenDBFromPool(pool.pool)
 	// One migrator at a time per database (a session advisory lock): two
 	// processes started with --migrate must not interleave the statements
 	// of a migration that runs outside a transaction (00016's concurrent
@@ -41,7 +41,7 @@ func Migrator(pool *pgxpool.Pool) (*goose.Provider, *sql.DB, error) {
 }
 
 // MigrateUp applies every pending migration.
-func MigrateUp(ctx context.Context, pool *pgxpool.Pool) error {
+func MigrateUp(ctx context.Context, pool *Pool) error {
 	provider, sqlDB, err := Migrator(pool)
 	if err != nil {
 		return err
@@ -54,7 +54,7 @@ func MigrateUp(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 // PendingMigrations reports whether the database lags the binary.
-func PendingMigrations(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+func PendingMigrations(ctx context.Context, pool *Pool) (bool, error) {
 	provider, sqlDB, err := Migrator(pool)
 	if err != nil {
 		return false, err
@@ -65,7 +65,7 @@ func PendingMigrations(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 
 // Connect opens a pool for url (ParseConfig) and checks that the database
 // answers.
-func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+func Connect(ctx context.Context, url string) (*Pool, error) {
 	cfg, err := ParseConfig(url)
 	if err != nil {
 		return nil, err
@@ -112,21 +112,21 @@ const DefaultMaxConns = 16
 const DefaultConnectTimeout = 5 * time.Second
 
 // ConnectConfig opens a pool for cfg and checks that the database answers.
-func ConnectConfig(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+func ConnectConfig(ctx context.Context, cfg *pgxpool.Config) (*Pool, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("error creating pool: %w", err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("error connecting to the database: %w", err)
+		return nil, fmt.Errorf("error connecting to the database: %w", InterpretError(err))
 	}
-	return pool, nil
+	return NewPool(pool), nil
 }
 
 // SchemaCurrent reports whether every migration this binary carries is
 // applied: one cheap query, fit for a readiness probe.
-func SchemaCurrent(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+func SchemaCurrent(ctx context.Context, pool *Pool) (bool, error) {
 	var applied int64
 	err := pool.QueryRow(ctx,
 		"SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied").Scan(&applied)

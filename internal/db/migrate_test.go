@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
@@ -80,7 +79,7 @@ func TestAnInterruptedIntentIndexMigrationKeepsWhatItBuilt(t *testing.T) {
 // interrupted is a database migrated back to before version (undoing every
 // later migration too), where stmts then leave what an interrupted run of
 // version would, and the provider that runs the migrations up again.
-func interrupted(t *testing.T, version int64, stmts ...string) (*pgxpool.Pool, *goose.Provider) {
+func interrupted(t *testing.T, version int64, stmts ...string) (*db.Pool, *goose.Provider) {
 	t.Helper()
 	ctx := context.Background()
 	pool := testutil.NewDB(t)

@@ -26,7 +26,7 @@ func TestSequenceFloor(t *testing.T) {
 // AfterConnect gets one.
 func (b *testBundle) conn(t *testing.T) *pgx.Conn {
 	t.Helper()
-	conn, err := pgx.ConnectConfig(context.Background(), b.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(context.Background(), b.pool.Driver().Config().ConnConfig.Copy())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn

@@ -6,15 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// Beginner is what WithTx needs: a pool, a connection or an outer transaction.
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
 
 // maxTxAttempts bounds how often WithTx re-runs a transaction that Postgres
 // aborted for a serialization failure or a deadlock.
@@ -31,26 +24,26 @@ const maxTxAttempts = 5
 // whatever did commit.
 const TxTimeout = 5 * time.Second
 
-// WithTx runs fn in a transaction and commits it, retrying the whole
+// WithTx runs fn in a transaction on pool and commits it, retrying the whole
 // transaction when Postgres aborts it with a serialization failure (40001) or a
 // deadlock (40P01): those are the server's to retry, never the client's. fn
 // must therefore be safe to run again, which a transaction body is: its writes
 // were rolled back.
-func WithTx(ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	_, err := WithTxV(ctx, db, func(ctx context.Context, tx pgx.Tx) (struct{}, error) {
+func WithTx(ctx context.Context, pool *Pool, fn func(ctx context.Context, tx Tx) error) error {
+	_, err := WithTxV(ctx, pool, func(ctx context.Context, tx Tx) (struct{}, error) {
 		return struct{}{}, fn(ctx, tx)
 	})
 	return err
 }
 
 // WithTxV is WithTx for a body that returns a value.
-func WithTxV[T any](ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
+func WithTxV[T any](ctx context.Context, pool *Pool, fn func(ctx context.Context, tx Tx) (T, error)) (T, error) {
 	var (
 		v   T
 		err error
 	)
 	for attempt := 1; ; attempt++ {
-		v, err = withTxOnce(ctx, db, fn)
+		v, err = withTxOnce(ctx, pool, fn)
 		if err == nil || !retryable(err) || attempt == maxTxAttempts {
 			return v, err
 		}
@@ -63,29 +56,24 @@ func WithTxV[T any](ctx context.Context, db Beginner, fn func(ctx context.Contex
 	}
 }
 
-func withTxOnce[T any](ctx context.Context, db Beginner, fn func(ctx context.Context, tx pgx.Tx) (T, error)) (T, error) {
+func withTxOnce[T any](ctx context.Context, pool *Pool, fn func(ctx context.Context, tx Tx) (T, error)) (T, error) {
 	var zero T
 	ctx, cancel := context.WithTimeout(ctx, TxTimeout)
 	defer cancel()
-	var tx pgx.Tx
-	if pool, ok := db.(*pgxpool.Pool); ok {
-		tx = &lazyTx{pool: pool}
-	} else {
-		var err error
-		if tx, err = db.Begin(ctx); err != nil {
-			return zero, fmt.Errorf("error beginning transaction: %w", err)
-		}
+	tx, err := pool.pool.Begin(ctx)
+	if err != nil {
+		return zero, fmt.Errorf("error beginning transaction: %w", InterpretError(err))
 	}
 	// Roll back even when ctx is already cancelled, so the connection goes back
 	// to the pool clean. After a commit this is a no-op.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	v, err := fn(ctx, tx)
+	v, err := fn(ctx, Tx{tx})
 	if err != nil {
 		return zero, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return zero, fmt.Errorf("error committing transaction: %w", err)
+		return zero, fmt.Errorf("error committing transaction: %w", InterpretError(err))
 	}
 	return v, nil
 }

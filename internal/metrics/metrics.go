@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/phases"
 )
@@ -65,7 +65,7 @@ type Metrics struct {
 // New registers the metrics, plus gauges read from pool at scrape time:
 // the age of the oldest unfinished key and the keys awaiting reconciliation
 // (unfinished for longer than reconcileAfter).
-func New(pool *pgxpool.Pool, reconcileAfter time.Duration) *Metrics {
+func New(pool *db.Pool, reconcileAfter time.Duration) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: reg,
@@ -161,7 +161,7 @@ var (
 
 // keyCollector reads the unfinished-key gauges from Postgres at scrape time.
 type keyCollector struct {
-	pool           *pgxpool.Pool
+	pool           *db.Pool
 	reconcileAfter time.Duration
 }
 

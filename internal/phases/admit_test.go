@@ -18,10 +18,10 @@ import (
 func TestAdmitIsAskedOnlyForANewKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
-	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: logStep("slot", "slot_booked"),
-		"slot_booked":  finish,
-	}}))
+	require.NoError(t, b.register(shipmentFlow(
+		logStep(phases.Started, "slot"),
+		finish("slot_booked"),
+	)))
 	errNoSuchParcel := errors.New("no such parcel")
 	var asked atomic.Int64
 	refuse := true

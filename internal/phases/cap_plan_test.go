@@ -38,7 +38,7 @@ func TestCapReadsOnlyTheUsersUnfinishedKeys(t *testing.T) {
 	_, err = pool.Exec(ctx, `ANALYZE idempotency_keys`)
 	require.NoError(t, err)
 
-	conn, err := pool.Acquire(ctx)
+	conn, err := pool.Driver().Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
 	// IdempotencyKeyInsert's cap, as it stands in its WHERE clause.

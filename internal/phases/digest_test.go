@@ -41,9 +41,9 @@ func unprepared(t *testing.T, req *phases.Request) *phases.Request {
 // answering is a bundle whose shipment flow answers at once.
 func answering(t *testing.T) *bundle {
 	b := setup(t, phases.Config{})
-	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: finish,
-	}}))
+	require.NoError(t, b.register(shipmentFlow(
+		finish(phases.Started),
+	)))
 	return b
 }
 
@@ -56,10 +56,10 @@ func (b *bundle) storedDigest(t *testing.T, k string) []byte {
 func TestARequestSentAgainAsItWasIsAnsweredByItsDigest(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
-	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: b.callStep("courier", "shipped"),
-		"shipped":      finish,
-	}}))
+	require.NoError(t, b.register(shipmentFlow(
+		b.callStep(phases.Started, "courier"),
+		finish("shipped"),
+	)))
 	ctx := context.Background()
 	prepared := 0
 

@@ -5,11 +5,13 @@
 // exactly where the last one stopped.
 //
 // The engine knows nothing about payments. A Flow is a stable name (stored
-// on every key it drives) and the Step that leaves each recovery point, built
-// with Local (work in the phase transaction) or Foreign (one foreign call
-// with no transaction open, its typed result recorded in the next one). A
-// new idempotent endpoint is a new flow and its queries, not a new engine:
-// payments and refunds are two flows on this one.
+// on every key it drives) and its steps in the order they run, each named by
+// the recovery point it leaves and built with Local (work in the phase
+// transaction) or Foreign (one foreign call with no transaction open, its
+// typed result recorded in the next one). What the steps of one run hand
+// each other is the flow's own state type, which Load rebuilds for a run
+// that resumes a key. A new idempotent endpoint is a new flow and its
+// queries, not a new engine: payments and refunds are two flows on this one.
 //
 // Besides driving keys, the engine offers a flow what exactly-once needs
 // across runs: Run.Checkpoint (record how far a long call got, fenced by

@@ -8,69 +8,111 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 )
 
+// runner is one run of a key through flow: the run, and the state its
+// steps hand each other as last committed.
+type runner[S any] struct {
+	e     *Engine
+	flow  Flow[S]
+	run   *Run
+	state S
+}
+
 // drive runs a key's flow to its end or to the first ambiguous outcome. open
 // takes the lease inside the first transaction, so for a fresh key the
 // reservation commits together with the local steps that follow it.
-func (e *Engine) drive(ctx context.Context, flow *Flow, open opener, fresh bool) (*Result, error) {
-	run := &Run{Fresh: fresh, engine: e, token: uuid.New()}
-	res, err := e.driveRun(ctx, flow, run, open)
-	if errors.Is(err, ErrLeaseLost) && run.Key != nil {
+func (f Flow[S]) drive(ctx context.Context, e *Engine, open opener, fresh bool) (*Result, error) {
+	r := &runner[S]{e: e, flow: f, run: &Run{Fresh: fresh, engine: e, token: uuid.New()}}
+	res, err := r.drive(ctx, open)
+	if errors.Is(err, ErrLeaseLost) && r.run.Key != nil {
 		// This run wrote nothing after losing its lease; if the key
 		// finished meanwhile (another run, or the remote party's own word
 		// through a webhook), its stored answer is the answer.
-		if key, rerr := e.queries.IdempotencyKeyGetByID(ctx, e.pool, run.Key.ID); rerr == nil && RecoveryPoint(key.RecoveryPoint) == Finished {
+		if key, rerr := e.queries.IdempotencyKeyGetByID(ctx, e.pool, r.run.Key.ID); rerr == nil && RecoveryPoint(key.RecoveryPoint) == Finished {
 			return replay(stateOf(key))
 		}
 	}
 	return res, err
 }
 
-// driveRun is drive for one run.
-func (e *Engine) driveRun(ctx context.Context, flow *Flow, run *Run, open opener) (*Result, error) {
-	resp, err := e.commitPhase(ctx, flow, run, open, nil)
+// drive alternates phase transactions and foreign calls: the first phase
+// takes the lease, each later one records the call before it, and each runs
+// the local steps that follow.
+func (r *runner[S]) drive(ctx context.Context, open opener) (*Result, error) {
+	resp, err := r.commit(ctx, func(ctx context.Context, tx db.Tx, a *attempt[S]) error {
+		return r.open(ctx, tx, a, open)
+	})
 	for {
 		if err != nil {
 			// A phase failed (the store, most likely) after this run had
 			// committed under its lease: free the lease if the store lets
 			// us, so a retry need not wait for it to go stale.
-			if run.Key != nil && !errors.Is(err, ErrLeaseLost) {
-				e.release(context.WithoutCancel(ctx), run, err)
+			if r.run.Key != nil && !errors.Is(err, ErrLeaseLost) {
+				r.e.release(context.WithoutCancel(ctx), r.run, err)
 			}
 			return nil, err
 		}
-		if hook := e.cfg.Hooks.AfterCommit; hook != nil {
-			if err := hook(ctx, run.RecoveryPoint()); err != nil {
+		if hook := r.e.cfg.Hooks.AfterCommit; hook != nil {
+			if err := hook(ctx, r.run.RecoveryPoint()); err != nil {
 				return nil, err
 			}
 		}
 		if resp != nil {
 			return &Result{Response: resp}, nil
 		}
-
-		var called any
-		if called, err = e.call(ctx, flow, run); err != nil {
+		var record recorder[S]
+		if record, err = r.call(ctx); err != nil {
 			return nil, err
 		}
-		resp, err = e.commitPhase(ctx, flow, run, nil, &called)
+		resp, err = r.commit(ctx, func(ctx context.Context, tx db.Tx, a *attempt[S]) error {
+			t, err := record(ctx, tx, a.run, &a.state)
+			if err != nil {
+				return fmt.Errorf("error recording the call at %q: %w", a.run.RecoveryPoint(), err)
+			}
+			return a.move(r.flow, t)
+		})
 	}
+}
+
+// open takes the key's lease in a's transaction and, for a key resumed past
+// its first step, loads the state its steps left.
+func (r *runner[S]) open(ctx context.Context, tx db.Tx, a *attempt[S], open opener) error {
+	key, err := open(ctx, tx, a.run.token)
+	if err != nil {
+		return err
+	}
+	a.run.Key = key
+	if key.LockedAt != nil {
+		a.run.dbLeasedAt, a.run.localLeasedAt = *key.LockedAt, a.begun
+	}
+	if a.run.RecoveryPoint() == Started || r.flow.Load == nil {
+		return nil
+	}
+	if a.state, err = r.flow.Load(ctx, tx, a.run); err != nil {
+		return fmt.Errorf("error loading the state of flow %q: %w", r.flow.Name, err)
+	}
+	return nil
 }
 
 // call makes the foreign call of the step at the run's recovery point, within
 // the run's lease: a call is never started after the lease could have been
 // taken over. On an ambiguous outcome it frees the lease, so the next retry
 // resumes at once; a call that says its key needs attention parks the key.
-func (e *Engine) call(ctx context.Context, flow *Flow, run *Run) (any, error) {
+func (r *runner[S]) call(ctx context.Context) (recorder[S], error) {
+	e, run := r.e, r.run
 	point := run.RecoveryPoint()
+	i, err := r.flow.stepAt(point)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	callCtx, cancel := context.WithDeadline(ctx, run.leasedAt.Add(e.cfg.LeaseTimeout))
-	called, err := flow.Steps[point].call(callCtx, run)
+	record, err := r.flow.Steps[i].call(callCtx, run, &r.state)
 	cancel()
 	e.cfg.Observer.CallDone(point, time.Since(start))
 	var attention *NeedsAttentionError
@@ -87,7 +129,126 @@ func (e *Engine) call(ctx context.Context, flow *Flow, run *Run) (any, error) {
 			return nil, err
 		}
 	}
-	return called, nil
+	return record, nil
+}
+
+// attempt is one try at a phase transaction: a copy of the run and its
+// state, which become the run's only if the transaction commits (a retried
+// transaction starts again from what was committed).
+type attempt[S any] struct {
+	run   *Run
+	state S
+	// resp is the flow's answer once a step finished it.
+	resp *Response
+	// begun is when the transaction began, by this process's clock.
+	begun time.Time
+	// moved is set once a step moved the key, which the transaction then
+	// records, fenced by the lease.
+	moved bool
+}
+
+// move applies a step's transition to the attempt's key.
+func (a *attempt[S]) move(flow Flow[S], t Transition) error {
+	if t.finished {
+		if t.response == nil {
+			return fmt.Errorf("flow %q finished at %q without a response", flow.Name, a.run.RecoveryPoint())
+		}
+		a.run.Key.RecoveryPoint, a.resp, a.moved = string(Finished), t.response, true
+		return nil
+	}
+	i, err := flow.stepAt(a.run.RecoveryPoint())
+	if err != nil {
+		return err
+	}
+	if i+1 == len(flow.Steps) {
+		return fmt.Errorf("flow %q: its last step, at %q, went on instead of finishing", flow.Name, a.run.RecoveryPoint())
+	}
+	a.run.Key.RecoveryPoint, a.moved = string(flow.Steps[i+1].at), true
+	return nil
+}
+
+// commit runs one phase transaction: first (taking the lease, or recording
+// a call), then every following step that has no foreign call, and finally
+// one fenced write of where the key now stands. It stops before a step with
+// a call, and returns the response when the flow finished.
+func (r *runner[S]) commit(ctx context.Context, first func(ctx context.Context, tx db.Tx, a *attempt[S]) error) (*Response, error) {
+	start := time.Now()
+	a, err := db.WithTxV(ctx, r.e.pool, func(ctx context.Context, tx db.Tx) (*attempt[S], error) {
+		run := *r.run
+		if r.run.Key != nil {
+			key := *r.run.Key
+			run.Key = &key
+		}
+		a := &attempt[S]{run: &run, state: r.state, begun: start}
+		if err := first(ctx, tx, a); err != nil {
+			return nil, err
+		}
+		for a.resp == nil {
+			i, err := r.flow.stepAt(a.run.RecoveryPoint())
+			if err != nil {
+				return nil, err
+			}
+			step := r.flow.Steps[i]
+			if step.local == nil {
+				break // the call must happen outside this transaction
+			}
+			t, err := step.local(ctx, tx, a.run, &a.state)
+			if err != nil {
+				return nil, fmt.Errorf("error applying step at %q: %w", step.at, err)
+			}
+			if err := a.move(r.flow, t); err != nil {
+				return nil, err
+			}
+		}
+		if a.moved {
+			if err := r.e.fence(ctx, tx, a.run, a.resp); err != nil {
+				return nil, err
+			}
+		}
+		return a, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.run, r.state = a.run, a.state
+	r.run.leasedAt = start
+	took := time.Since(start)
+	r.e.cfg.Observer.PhaseCommitted(r.run.RecoveryPoint(), took)
+	zerolog.Ctx(ctx).Debug().Int64("idempotency_key_id", r.run.Key.ID).Str("recovery_point", string(r.run.RecoveryPoint())).
+		Dur("took", took).Msg("phase committed")
+	return a.resp, nil
+}
+
+// fence writes the run's new recovery point, or its final response, under the
+// run's lease. Zero rows updated means another run holds the key now: the
+// transaction rolls back and this run stops.
+func (e *Engine) fence(ctx context.Context, tx db.Tx, run *Run, resp *Response) error {
+	token := uuid.NullUUID{UUID: run.token, Valid: true}
+	var (
+		rows int64
+		err  error
+	)
+	if resp != nil {
+		var headers []byte
+		if headers, err = resp.headersJSON(); err != nil {
+			return fmt.Errorf("error encoding response headers: %w", err)
+		}
+		rows, err = e.queries.IdempotencyKeyFinish(ctx, tx, &dbsqlc.IdempotencyKeyFinishParams{
+			ID: run.Key.ID, LockToken: token,
+			ResponseCode: ptr(int32(resp.Status)), ResponseHeaders: headers, ResponseBody: resp.Body,
+		})
+	} else {
+		rows, err = e.queries.IdempotencyKeyAdvance(ctx, tx, &dbsqlc.IdempotencyKeyAdvanceParams{
+			ID: run.Key.ID, LockToken: token, RecoveryPoint: string(run.RecoveryPoint()),
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("error recording recovery point: %w", err)
+	}
+	if rows == 0 {
+		return ErrLeaseLost
+	}
+	return nil
 }
 
 // maxErrorLen bounds what is kept of an error for the operator.
@@ -116,7 +277,7 @@ func (e *Engine) park(ctx context.Context, run *Run, attention *NeedsAttentionEr
 	case err != nil:
 		// The lease goes stale and the next run meets the same answer.
 		e.release(ctx, run, attention)
-		return &AmbiguousError{Point: run.RecoveryPoint(), Err: fmt.Errorf("error parking key for an operator: %w", db.InterpretError(err))}
+		return &AmbiguousError{Point: run.RecoveryPoint(), Err: fmt.Errorf("error parking key for an operator: %w", err)}
 	case rows == 0:
 		return ErrLeaseLost
 	}
@@ -135,115 +296,6 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-// commitPhase runs one transaction: open (when taking the lease), then the
-// step at the run's recovery point with the result of its call (when called
-// is set), then every following step that has no foreign call, and finally
-// one fenced write of where the key now stands. It stops before a step with a
-// call, and returns the response when the flow finished.
-func (e *Engine) commitPhase(ctx context.Context, flow *Flow, run *Run, open opener, called *any) (*Response, error) {
-	type outcome struct {
-		key   *dbsqlc.IdempotencyKey
-		state any
-		resp  *Response
-	}
-	start := time.Now()
-	leasedAt := start
-	out, err := db.WithTxV(ctx, e.pool, func(ctx context.Context, tx pgx.Tx) (outcome, error) {
-		// Work on a copy of the key: a retried transaction starts again from
-		// what was committed, and the run only sees what this one commits.
-		key := *run.committedKey()
-		if open != nil {
-			k, err := open(ctx, tx, run.token)
-			if err != nil {
-				return outcome{}, err
-			}
-			key = *k
-		}
-		attempt := &Run{Key: &key, Fresh: run.Fresh, state: run.state, engine: e, token: run.token}
-		start := attempt.RecoveryPoint()
-		var resp *Response
-		for point := start; point != Finished; point = attempt.RecoveryPoint() {
-			step, ok := flow.Steps[point]
-			if !ok {
-				return outcome{}, fmt.Errorf("flow %q has no step at recovery point %q", flow.Name, point)
-			}
-			var result any
-			if step.call != nil {
-				if point != start || called == nil {
-					break // the call must happen outside this transaction
-				}
-				result = *called
-			}
-			t, err := step.apply(ctx, tx, attempt, result)
-			if err != nil {
-				return outcome{}, fmt.Errorf("error applying step at %q: %w", point, err)
-			}
-			key.RecoveryPoint, resp = string(t.next), t.response
-		}
-		if err := e.fence(ctx, tx, attempt, start, open != nil, resp); err != nil {
-			return outcome{}, err
-		}
-		return outcome{key: &key, state: attempt.state, resp: resp}, nil
-	})
-	if err != nil {
-		return nil, db.InterpretError(err)
-	}
-	run.Key, run.state, run.leasedAt = out.key, out.state, leasedAt
-	if open != nil && out.key.LockedAt != nil {
-		run.dbLeasedAt, run.localLeasedAt = *out.key.LockedAt, leasedAt
-	}
-	took := time.Since(start)
-	e.cfg.Observer.PhaseCommitted(run.RecoveryPoint(), took)
-	zerolog.Ctx(ctx).Debug().Int64("idempotency_key_id", run.Key.ID).Str("recovery_point", string(run.RecoveryPoint())).
-		Dur("took", took).Msg("phase committed")
-	return out.resp, nil
-}
-
-// fence writes the run's new recovery point, or its final response, under the
-// run's lease. Zero rows updated means another run holds the key now: the
-// transaction rolls back and this run stops.
-func (e *Engine) fence(ctx context.Context, tx pgx.Tx, run *Run, start RecoveryPoint, opened bool, resp *Response) error {
-	token := uuid.NullUUID{UUID: run.token, Valid: true}
-	var (
-		rows int64
-		err  error
-	)
-	switch {
-	case resp != nil:
-		var headers []byte
-		if headers, err = resp.headersJSON(); err != nil {
-			return fmt.Errorf("error encoding response headers: %w", err)
-		}
-		rows, err = e.queries.IdempotencyKeyFinish(ctx, tx, &dbsqlc.IdempotencyKeyFinishParams{
-			ID: run.Key.ID, LockToken: token,
-			ResponseCode: ptr(int32(resp.Status)), ResponseHeaders: headers, ResponseBody: resp.Body,
-		})
-	case run.RecoveryPoint() != start || !opened:
-		rows, err = e.queries.IdempotencyKeyAdvance(ctx, tx, &dbsqlc.IdempotencyKeyAdvanceParams{
-			ID: run.Key.ID, LockToken: token, RecoveryPoint: string(run.RecoveryPoint()),
-		})
-	default:
-		// Only the lease was taken; the opener's own write fenced it.
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("error recording recovery point: %w", err)
-	}
-	if rows == 0 {
-		return ErrLeaseLost
-	}
-	return nil
-}
-
-// committedKey is the key as last committed, for a phase to start from.
-// Before the first commit the run has no key yet and the opener provides it.
-func (r *Run) committedKey() *dbsqlc.IdempotencyKey {
-	if r.Key == nil {
-		return &dbsqlc.IdempotencyKey{}
-	}
-	return r.Key
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
@@ -30,8 +28,9 @@ type Config struct {
 	Hooks Hooks
 	// Observer is told what the engine does; nil observes nothing.
 	Observer Observer
-	// Admit, when set, vets every key about to be created.
-	Admit Admitter
+	// Limit, when set, may refuse any user's key about to be created (a
+	// rate limit); a request's own Admit is asked first.
+	Limit Limit
 	// MaxUnfinished caps the unfinished keys one user may have; a new key
 	// beyond it is refused with ReasonTooManyUnfinished. Zero means 1000.
 	MaxUnfinished int
@@ -59,14 +58,14 @@ type Hooks struct {
 
 // Engine drives idempotency keys through their flows.
 type Engine struct {
-	pool    *pgxpool.Pool
+	pool    *db.Pool
 	queries *dbsqlc.Queries
-	flows   map[string]*Flow
+	flows   map[string]AnyFlow
 	cfg     Config
 }
 
 // New returns an engine over pool. Register flows before serving.
-func New(pool *pgxpool.Pool, cfg Config) *Engine {
+func New(pool *db.Pool, cfg Config) *Engine {
 	if cfg.LeaseTimeout <= 0 {
 		cfg.LeaseTimeout = 90 * time.Second
 	}
@@ -79,20 +78,20 @@ func New(pool *pgxpool.Pool, cfg Config) *Engine {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
-	return &Engine{pool: pool, queries: dbsqlc.New(), flows: map[string]*Flow{}, cfg: cfg}
+	return &Engine{pool: pool, queries: dbsqlc.New(), flows: map[string]AnyFlow{}, cfg: cfg}
 }
 
 // Register adds flow under its name. It refuses a malformed flow or a second
 // flow of the same name, so a service with a broken flow does not start.
 // Register every flow before serving.
-func (e *Engine) Register(flow Flow) error {
+func (e *Engine) Register(flow AnyFlow) error {
 	if err := flow.validate(); err != nil {
 		return err
 	}
-	if _, ok := e.flows[flow.Name]; ok {
-		return fmt.Errorf("flow %q is registered already", flow.Name)
+	if _, ok := e.flows[flow.FlowName()]; ok {
+		return fmt.Errorf("flow %q is registered already", flow.FlowName())
 	}
-	e.flows[flow.Name] = &flow
+	e.flows[flow.FlowName()] = flow
 	return nil
 }
 
@@ -124,7 +123,7 @@ func (e *Engine) lockedBy() uuid.NullUUID {
 func errInProgress() error { return &InProgressError{RetryAfter: time.Second} }
 
 // flowFor is the flow registered under name.
-func (e *Engine) flowFor(name string) (*Flow, error) {
+func (e *Engine) flowFor(name string) (AnyFlow, error) {
 	flow, ok := e.flows[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownFlow, name)
@@ -160,7 +159,7 @@ func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
 		key, err := e.queries.IdempotencyKeyGetByUserKey(ctx, e.pool, &dbsqlc.IdempotencyKeyGetByUserKeyParams{
 			UserID: req.UserID, IdempotencyKey: req.Key, RequestDigest: req.Digest,
 		})
-		switch err = db.InterpretError(err); {
+		switch {
 		case errors.Is(err, db.ErrNotFound):
 			if err := req.prepare(); err != nil {
 				return nil, err
@@ -170,13 +169,13 @@ func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
 					return nil, err
 				}
 			}
-			if e.cfg.Admit != nil {
-				if err := e.cfg.Admit(ctx, req.UserID); err != nil {
+			if e.cfg.Limit != nil {
+				if err := e.cfg.Limit(ctx, req.UserID); err != nil {
 					return nil, err
 				}
 			}
 			runCtx, cancel := detach(ctx, req.RunTimeout)
-			res, err := e.drive(runCtx, flow, e.insertKey(req), true)
+			res, err := flow.drive(runCtx, e, e.insertKey(req), true)
 			cancel()
 			if errors.Is(err, errRaced) {
 				continue
@@ -217,7 +216,7 @@ func detach(ctx context.Context, timeout time.Duration) (context.Context, contex
 // is finished, InProgressError if a live run holds it.
 func (e *Engine) Resume(ctx context.Context, keyID int64) (*Result, error) {
 	key, err := e.queries.IdempotencyKeyGetByID(ctx, e.pool, keyID)
-	if err = db.InterpretError(err); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("error reading idempotency key: %w", err)
 	}
 	flow, err := e.flowFor(key.Flow)
@@ -233,7 +232,7 @@ func (e *Engine) Resume(ctx context.Context, keyID int64) (*Result, error) {
 
 // resume answers for an existing key with a matching fingerprint; a run it
 // starts is detached as Request.RunTimeout says.
-func (e *Engine) resume(ctx context.Context, flow *Flow, key *keyState, runTimeout time.Duration) (*Result, error) {
+func (e *Engine) resume(ctx context.Context, flow AnyFlow, key *keyState, runTimeout time.Duration) (*Result, error) {
 	if RecoveryPoint(key.RecoveryPoint) == Finished {
 		return replay(key)
 	}
@@ -241,7 +240,7 @@ func (e *Engine) resume(ctx context.Context, flow *Flow, key *keyState, runTimeo
 		// Whether the current lease is stale (timed out, or its instance
 		// dead) is the lease update's to decide, on the database's clock.
 		runCtx, cancel := detach(ctx, runTimeout)
-		res, err := e.drive(runCtx, flow, e.leaseKey(key.ID, key.Leased), false)
+		res, err := flow.drive(runCtx, e, e.leaseKey(key.ID, key.Leased), false)
 		cancel()
 		if !errors.Is(err, errRaced) {
 			return res, err
@@ -252,7 +251,7 @@ func (e *Engine) resume(ctx context.Context, flow *Flow, key *keyState, runTimeo
 	// our read and our update: the whole key says whether it finished
 	// meanwhile, awaits an operator, or another run holds it now.
 	again, err := e.queries.IdempotencyKeyGetByID(ctx, e.pool, key.ID)
-	if err = db.InterpretError(err); err != nil {
+	if err != nil {
 		if errors.Is(err, db.ErrNotFound) {
 			return nil, errRaced
 		}
@@ -282,10 +281,10 @@ func parkedError(key *dbsqlc.IdempotencyKey) error {
 
 // opener takes the lease in the first transaction of a run. It returns
 // errRaced when it could not.
-type opener func(ctx context.Context, tx pgx.Tx, token uuid.UUID) (*dbsqlc.IdempotencyKey, error)
+type opener func(ctx context.Context, tx db.Tx, token uuid.UUID) (*dbsqlc.IdempotencyKey, error)
 
 func (e *Engine) insertKey(req *Request) opener {
-	return func(ctx context.Context, tx pgx.Tx, token uuid.UUID) (*dbsqlc.IdempotencyKey, error) {
+	return func(ctx context.Context, tx db.Tx, token uuid.UUID) (*dbsqlc.IdempotencyKey, error) {
 		key, err := e.queries.IdempotencyKeyInsert(ctx, tx, &dbsqlc.IdempotencyKeyInsertParams{
 			UserID:             req.UserID,
 			IdempotencyKey:     req.Key,
@@ -299,7 +298,7 @@ func (e *Engine) insertKey(req *Request) opener {
 			LockedBy:           e.lockedBy(),
 			MaxUnfinished:      int32(e.cfg.MaxUnfinished),
 		})
-		if err = db.InterpretError(err); !errors.Is(err, db.ErrNotFound) {
+		if !errors.Is(err, db.ErrNotFound) {
 			return key, err
 		}
 		// No row: the key exists now (a concurrent insert won), it was
@@ -322,7 +321,7 @@ func (e *Engine) insertKey(req *Request) opener {
 // leaseKey takes the lease of key id; wasLeased says whether a run held it
 // when we read it, so that winning it is a takeover.
 func (e *Engine) leaseKey(id int64, wasLeased bool) opener {
-	return func(ctx context.Context, tx pgx.Tx, token uuid.UUID) (*dbsqlc.IdempotencyKey, error) {
+	return func(ctx context.Context, tx db.Tx, token uuid.UUID) (*dbsqlc.IdempotencyKey, error) {
 		key, err := e.queries.IdempotencyKeyLease(ctx, tx, &dbsqlc.IdempotencyKeyLeaseParams{
 			ID:               id,
 			LockToken:        uuid.NullUUID{UUID: token, Valid: true},
@@ -331,7 +330,7 @@ func (e *Engine) leaseKey(id int64, wasLeased bool) opener {
 			DeadAfterSeconds: e.cfg.DeadAfter.Seconds(),
 			Now:              e.StaleAt(),
 		})
-		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
+		if errors.Is(err, db.ErrNotFound) {
 			return nil, errRaced
 		}
 		if err == nil && wasLeased {
@@ -342,4 +341,4 @@ func (e *Engine) leaseKey(id int64, wasLeased bool) opener {
 }
 
 // Pool is the pool the engine works through.
-func (e *Engine) Pool() *pgxpool.Pool { return e.pool }
+func (e *Engine) Pool() *db.Pool { return e.pool }

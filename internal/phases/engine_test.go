@@ -12,10 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/internal/api"
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/testutil"
@@ -34,7 +34,7 @@ type courier struct {
 
 var errCourier = errors.New("courier unreachable")
 
-func (c *courier) call(_ context.Context, run *phases.Run) (string, error) {
+func (c *courier) call(_ context.Context, run *phases.Run, _ *shipment) (string, error) {
 	n := c.calls.Add(1)
 	if c.fail.Load() > 0 {
 		c.fail.Add(-1)
@@ -56,13 +56,13 @@ func (c *commits) LeaseTakenOver()                                    { c.takeov
 func (c *commits) NeedsAttention()                                    { c.parked.Add(1) }
 
 type bundle struct {
-	pool    *pgxpool.Pool
+	pool    *db.Pool
 	engine  *phases.Engine
 	courier *courier
 	commits *commits
 	userID  int64
 	lease   time.Duration
-	flows   []phases.Flow
+	flows   []phases.AnyFlow
 }
 
 // later is a second engine over the same database, with the same flows,
@@ -81,7 +81,7 @@ func (b *bundle) later(d time.Duration) *phases.Engine {
 
 // register registers flow with the bundle's engine, and remembers it for
 // later engines.
-func (b *bundle) register(flow phases.Flow) error {
+func (b *bundle) register(flow phases.AnyFlow) error {
 	b.flows = append(b.flows, flow)
 	return b.engine.Register(flow)
 }
@@ -103,26 +103,49 @@ func setup(t *testing.T, cfg phases.Config) *bundle {
 	return b
 }
 
-// logStep is a local step that writes one row and moves to next.
-func logStep(name string, next phases.RecoveryPoint) phases.Step {
-	return phases.Local(func(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
-		_, err := tx.Exec(ctx, `INSERT INTO shipment_log VALUES ($1, $2, '')`, run.Key.ID, name)
-		return phases.AdvanceTo(next), err
+// shipment is what the toy flow's steps hand each other: the courier's
+// booking, once made.
+type shipment struct{ booking string }
+
+type step = phases.Step[shipment]
+
+// shipmentFlow is the toy flow of steps. A resumed run finds the booking
+// in the log.
+func shipmentFlow(steps ...step) phases.Flow[shipment] {
+	return phases.Flow[shipment]{Name: "shipment", Steps: steps,
+		Load: func(ctx context.Context, tx db.Tx, run *phases.Run) (shipment, error) {
+			var booking string
+			err := tx.QueryRow(ctx, `SELECT note FROM shipment_log WHERE key_id = $1 AND step = 'courier'`, run.Key.ID).Scan(&booking)
+			if errors.Is(err, db.ErrNotFound) {
+				err = nil
+			}
+			return shipment{booking: booking}, err
+		}}
+}
+
+// logStep is a local step at point that writes one row, noting the booking.
+func logStep(at phases.RecoveryPoint, name string) step {
+	return phases.Local(at, func(ctx context.Context, tx db.Tx, run *phases.Run, s *shipment) (phases.Transition, error) {
+		_, err := tx.Exec(ctx, `INSERT INTO shipment_log VALUES ($1, $2, $3)`, run.Key.ID, name, s.booking)
+		return phases.Next(), err
 	})
 }
 
-// callStep calls the courier and records its answer, then moves to next.
-func (b *bundle) callStep(name string, next phases.RecoveryPoint) phases.Step {
-	return phases.Foreign(b.courier.call, func(ctx context.Context, tx pgx.Tx, run *phases.Run, booking string) (phases.Transition, error) {
+// callStep calls the courier at point and records its booking.
+func (b *bundle) callStep(at phases.RecoveryPoint, name string) step {
+	return phases.Foreign(at, b.courier.call, func(ctx context.Context, tx db.Tx, run *phases.Run, s *shipment, booking string) (phases.Transition, error) {
+		s.booking = booking
 		_, err := tx.Exec(ctx, `INSERT INTO shipment_log VALUES ($1, $2, $3)`, run.Key.ID, name, booking)
-		return phases.AdvanceTo(next), err
+		return phases.Next(), err
 	})
 }
 
 // finish answers 201 with the key id.
-var finish = phases.Local(func(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
-	return phases.FinishWith(&phases.Response{Status: 201, Body: []byte(`{"key":` + strconv.FormatInt(run.Key.ID, 10) + `}`)}), nil
-})
+func finish(at phases.RecoveryPoint) step {
+	return phases.Local(at, func(ctx context.Context, tx db.Tx, run *phases.Run, _ *shipment) (phases.Transition, error) {
+		return phases.FinishWith(&phases.Response{Status: 201, Body: []byte(`{"key":` + strconv.FormatInt(run.Key.ID, 10) + `}`)}), nil
+	})
+}
 
 func (b *bundle) request(key string) *phases.Request {
 	sum := sha256.Sum256([]byte(key))
@@ -157,12 +180,12 @@ func (b *bundle) point(t *testing.T, key string) string {
 func TestLocalStepsFuseAroundOneCall(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
-	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: logStep("slot", "slot_booked"),
-		"slot_booked":  logStep("packed", "packed"),
-		"packed":       b.callStep("courier", "shipped"),
-		"shipped":      finish,
-	}}))
+	require.NoError(t, b.register(shipmentFlow(
+		logStep(phases.Started, "slot"),
+		logStep("slot_booked", "packed"),
+		b.callStep("packed", "courier"),
+		finish("shipped"),
+	)))
 	res, err := b.engine.Execute(context.Background(), b.request("k"))
 	require.NoError(t, err)
 	require.Equal(t, 201, res.Response.Status)
@@ -180,11 +203,11 @@ func TestLocalStepsFuseAroundOneCall(t *testing.T) {
 func TestTwoCallsInARowAndACallAtTheStart(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
-	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: b.callStep("courier", "booked"),
-		"booked":       b.callStep("insurer", "insured"),
-		"insured":      finish,
-	}}))
+	require.NoError(t, b.register(shipmentFlow(
+		b.callStep(phases.Started, "courier"),
+		b.callStep("booked", "insurer"),
+		finish("insured"),
+	)))
 	res, err := b.engine.Execute(context.Background(), b.request("k"))
 	require.NoError(t, err)
 	require.Equal(t, 201, res.Response.Status)
@@ -196,11 +219,11 @@ func TestTwoCallsInARowAndACallAtTheStart(t *testing.T) {
 func TestAmbiguousCallKeepsThePointAndTheNextRunCallsAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
-	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: logStep("slot", "slot_booked"),
-		"slot_booked":  b.callStep("courier", "shipped"),
-		"shipped":      finish,
-	}}))
+	require.NoError(t, b.register(shipmentFlow(
+		logStep(phases.Started, "slot"),
+		b.callStep("slot_booked", "courier"),
+		finish("shipped"),
+	)))
 	b.courier.fail.Store(1)
 	_, err := b.engine.Execute(context.Background(), b.request("k"))
 	var ambiguous *phases.AmbiguousError
@@ -248,12 +271,12 @@ func TestResumeFromEachRecoveryPoint(t *testing.T) {
 				}}
 			}
 			b := setup(t, phases.Config{Hooks: hooks, LeaseTimeout: time.Hour})
-			require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
-				phases.Started: logStep("slot", "slot_booked"),
-				"slot_booked":  b.callStep("courier", "shipped"),
-				"shipped":      logStep("label", "labelled"),
-				"labelled":     finish,
-			}}))
+			require.NoError(t, b.register(shipmentFlow(
+				logStep(phases.Started, "slot"),
+				b.callStep("slot_booked", "courier"),
+				logStep("shipped", "label"),
+				finish("labelled"),
+			)))
 			_, err := b.engine.Execute(context.Background(), b.request("k"))
 			require.ErrorIs(t, err, errCrash)
 			var id int64
@@ -291,11 +314,11 @@ func TestARunThatLostItsLeaseWritesNothing(t *testing.T) {
 			}
 			return nil
 		}}})
-	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: logStep("slot", "slot_booked"),
-		"slot_booked":  b.callStep("courier", "shipped"),
-		"shipped":      finish,
-	}}))
+	require.NoError(t, b.register(shipmentFlow(
+		logStep(phases.Started, "slot"),
+		b.callStep("slot_booked", "courier"),
+		finish("shipped"),
+	)))
 	type answer struct {
 		res *phases.Result
 		err error
@@ -327,15 +350,15 @@ func TestConcurrentRunsOfOneKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
 	gate := make(chan struct{})
-	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: phases.Foreign(func(ctx context.Context, run *phases.Run) (string, error) {
+	require.NoError(t, b.register(shipmentFlow(
+		phases.Foreign(phases.Started, func(ctx context.Context, run *phases.Run, s *shipment) (string, error) {
 			<-gate
-			return b.courier.call(ctx, run)
-		}, func(context.Context, pgx.Tx, *phases.Run, string) (phases.Transition, error) {
-			return phases.AdvanceTo("shipped"), nil
+			return b.courier.call(ctx, run, s)
+		}, func(context.Context, db.Tx, *phases.Run, *shipment, string) (phases.Transition, error) {
+			return phases.Next(), nil
 		}),
-		"shipped": finish,
-	}}))
+		finish("shipped"),
+	)))
 	const n = 8
 	var (
 		wg         sync.WaitGroup
@@ -370,9 +393,9 @@ func TestATransactionRetryRunsApplyAgainOnTheCommittedState(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
 	var applies atomic.Int64
-	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: logStep("slot", "slot_booked"),
-		"slot_booked": phases.Local(func(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
+	require.NoError(t, b.register(shipmentFlow(
+		logStep(phases.Started, "slot"),
+		phases.Local("slot_booked", func(ctx context.Context, tx db.Tx, run *phases.Run, _ *shipment) (phases.Transition, error) {
 			if _, err := tx.Exec(ctx, `INSERT INTO shipment_log VALUES ($1, 'packed', '')`, run.Key.ID); err != nil {
 				return phases.Transition{}, err
 			}
@@ -380,10 +403,10 @@ func TestATransactionRetryRunsApplyAgainOnTheCommittedState(t *testing.T) {
 				// As Postgres aborts a transaction it cannot serialize.
 				return phases.Transition{}, &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
 			}
-			return phases.AdvanceTo("packed"), nil
+			return phases.Next(), nil
 		}),
-		"packed": finish,
-	}}))
+		finish("packed"),
+	)))
 	res, err := b.engine.Execute(context.Background(), b.request("k"))
 	require.NoError(t, err)
 	require.Equal(t, 201, res.Response.Status)
@@ -395,14 +418,14 @@ func TestATransactionRetryRunsApplyAgainOnTheCommittedState(t *testing.T) {
 func TestAParkedKeyWaitsForItsSettlement(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
-	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: phases.Foreign(func(context.Context, *phases.Run) (string, error) {
+	require.NoError(t, b.register(shipmentFlow(
+		phases.Foreign(phases.Started, func(context.Context, *phases.Run, *shipment) (string, error) {
 			return "", phases.NeedsAttention("the courier lost the parcel")
-		}, func(context.Context, pgx.Tx, *phases.Run, string) (phases.Transition, error) {
-			return phases.AdvanceTo("shipped"), nil
+		}, func(context.Context, db.Tx, *phases.Run, *shipment, string) (phases.Transition, error) {
+			return phases.Next(), nil
 		}),
-		"shipped": finish,
-	}}))
+		finish("shipped"),
+	)))
 	_, err := b.engine.Execute(context.Background(), b.request("k"))
 	var parked *phases.NeedsAttentionError
 	require.ErrorAs(t, err, &parked)
@@ -417,7 +440,7 @@ func TestAParkedKeyWaitsForItsSettlement(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT id FROM idempotency_keys`).Scan(&id))
 	_, err = b.engine.Settle(context.Background(), id+1, nil)
 	require.ErrorIs(t, err, phases.ErrNotAwaitingOperator)
-	settled, err := b.engine.Settle(context.Background(), id, func(context.Context, pgx.Tx, *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	settled, err := b.engine.Settle(context.Background(), id, func(context.Context, db.Tx, *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		return &phases.Response{Status: 410, Body: []byte(`{"lost":true}`)}, nil
 	})
 	require.NoError(t, err)
@@ -430,19 +453,85 @@ func TestAParkedKeyWaitsForItsSettlement(t *testing.T) {
 func TestRegisterRefusesAFlowItCouldNotDrive(t *testing.T) {
 	t.Parallel()
 	b := setup(t, phases.Config{})
-	good := map[phases.RecoveryPoint]phases.Step{phases.Started: finish}
-	for name, flow := range map[string]phases.Flow{
-		"bad name":       {Name: "Shipment!", Steps: good},
-		"no start":       {Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{"packed": finish}},
-		"finished step":  {Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{phases.Started: finish, phases.Finished: finish}},
-		"bare step":      {Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{phases.Started: {}}},
-		"bad point name": {Name: "shipment", Steps: map[phases.RecoveryPoint]phases.Step{phases.Started: finish, "Packed Up": finish}},
+	flow := func(name string, steps ...step) phases.Flow[shipment] {
+		return phases.Flow[shipment]{Name: name, Steps: steps}
+	}
+	for name, flow := range map[string]phases.Flow[shipment]{
+		"bad name":       flow("Shipment!", finish(phases.Started)),
+		"no steps":       flow("shipment"),
+		"no start":       flow("shipment", finish("packed")),
+		"finished step":  flow("shipment", logStep(phases.Started, "slot"), finish(phases.Finished)),
+		"bare step":      flow("shipment", step{}),
+		"bad point name": flow("shipment", logStep(phases.Started, "slot"), finish("Packed Up")),
+		"two steps at a point": flow("shipment", logStep(phases.Started, "slot"), logStep("packed", "box"),
+			finish("packed")),
 	} {
 		require.Error(t, b.engine.Register(flow), name)
 	}
-	require.NoError(t, b.register(phases.Flow{Name: "shipment", Steps: good}))
-	require.ErrorContains(t, b.engine.Register(phases.Flow{Name: "shipment", Steps: good}), "registered already")
+	require.NoError(t, b.register(flow("shipment", finish(phases.Started))))
+	require.ErrorContains(t, b.engine.Register(flow("shipment", finish(phases.Started))), "registered already")
 
 	_, err := b.engine.Execute(context.Background(), &phases.Request{UserID: b.userID, Key: "x", Flow: "parcel"})
 	require.ErrorIs(t, err, phases.ErrUnknownFlow)
+}
+
+// TestAResumedRunLoadsWhatEarlierRunsCommitted: a run that resumes a key
+// past its first step starts from the flow's Load, so a later step reads
+// what an earlier run's steps handed on.
+func TestAResumedRunLoadsWhatEarlierRunsCommitted(t *testing.T) {
+	t.Parallel()
+	errCrash := errors.New("crash")
+	var crashed atomic.Bool
+	b := setup(t, phases.Config{LeaseTimeout: time.Hour, Hooks: phases.Hooks{
+		AfterCommit: func(_ context.Context, at phases.RecoveryPoint) error {
+			if at == "booked" && crashed.CompareAndSwap(false, true) {
+				return errCrash
+			}
+			return nil
+		}}})
+	insurer := phases.Foreign("booked", func(context.Context, *phases.Run, *shipment) (string, error) {
+		return "policy-1", nil
+	}, func(ctx context.Context, tx db.Tx, run *phases.Run, _ *shipment, policy string) (phases.Transition, error) {
+		_, err := tx.Exec(ctx, `INSERT INTO shipment_log VALUES ($1, 'insurer', $2)`, run.Key.ID, policy)
+		return phases.Next(), err
+	})
+	require.NoError(t, b.register(shipmentFlow(
+		b.callStep(phases.Started, "courier"),
+		insurer,
+		logStep("insured", "label"),
+		finish("labelled"),
+	)))
+	_, err := b.engine.Execute(context.Background(), b.request("k"))
+	require.ErrorIs(t, err, errCrash)
+
+	res, err := b.later(2*time.Hour).Execute(context.Background(), b.request("k"))
+	require.NoError(t, err)
+	require.Equal(t, 201, res.Response.Status)
+	var booking, label string
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT (SELECT note FROM shipment_log WHERE step = 'courier'), (SELECT note FROM shipment_log WHERE step = 'label')`).Scan(&booking, &label))
+	require.NotEmpty(t, booking)
+	require.Equal(t, booking, label, "the label step read the booking the first run's courier step made")
+}
+
+// TestAFlowThatEndsWithoutAnAnswerFails: a last step that goes on, or a
+// finish with no response, is the flow's bug: the run fails and nothing of
+// its transaction commits.
+func TestAFlowThatEndsWithoutAnAnswerFails(t *testing.T) {
+	t.Parallel()
+	for name, last := range map[string]step{
+		"goes on": logStep("slot_booked", "packed"),
+		"finishes with nothing": phases.Local("slot_booked", func(context.Context, db.Tx, *phases.Run, *shipment) (phases.Transition, error) {
+			return phases.FinishWith(nil), nil
+		}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, phases.Config{})
+			require.NoError(t, b.register(shipmentFlow(logStep(phases.Started, "slot"), last)))
+			_, err := b.engine.Execute(context.Background(), b.request("k"))
+			require.Error(t, err)
+			require.Empty(t, b.steps(t, "k"), "the reservation and its steps rolled back")
+		})
+	}
 }

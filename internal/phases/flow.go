@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 )
 
-// RecoveryPoint names the next step of a key: the state that was committed
-// last. Every flow starts at Started and ends at Finished.
+// RecoveryPoint names where a key stands: the step it runs next, or
+// Finished. A new key stands at Started, where every flow's first step is.
 type RecoveryPoint string
 
 // The recovery points every flow shares.
@@ -22,85 +22,124 @@ const (
 	Finished RecoveryPoint = "finished"
 )
 
-// Step is one atomic phase. Build it with Local or Foreign: the engine runs
-// its foreign call, if any, with no transaction open, and its local work in
-// the phase transaction.
-type Step struct {
-	call  func(ctx context.Context, run *Run) (any, error)
-	apply func(ctx context.Context, tx pgx.Tx, run *Run, called any) (Transition, error)
+// Flow is one kind of idempotent request: a stable name, stored on every
+// key it drives (so renaming a route strands nothing), and its steps in the
+// order they run, the first at Started.
+//
+// S is what the steps of one run hand each other (the row a step wrote,
+// say). A run that creates its key starts with S's zero value; a run that
+// resumes a key past its first step starts from Load, which rebuilds S from
+// what the earlier runs committed.
+type Flow[S any] struct {
+	Name string
+	// Load rebuilds S for a run that resumes a key past its first step,
+	// in the transaction that takes the key's lease. Nil leaves S zero.
+	Load  func(ctx context.Context, tx db.Tx, run *Run) (S, error)
+	Steps []Step[S]
 }
 
-// Local is a step without a foreign side effect: apply does its work in the
-// phase transaction and says where the key goes next. The engine fuses
-// consecutive local steps into one transaction.
-func Local(apply func(ctx context.Context, tx pgx.Tx, run *Run) (Transition, error)) Step {
-	return Step{apply: func(ctx context.Context, tx pgx.Tx, run *Run, _ any) (Transition, error) {
-		return apply(ctx, tx, run)
-	}}
+// AnyFlow is a Flow of any state, as Engine.Register and api.Endpoint take
+// it.
+type AnyFlow interface {
+	// FlowName is the flow's Name.
+	FlowName() string
+	validate() error
+	drive(ctx context.Context, e *Engine, open opener, fresh bool) (*Result, error)
+}
+
+// FlowName is the flow's Name.
+func (f Flow[S]) FlowName() string { return f.Name }
+
+// Step is one atomic phase of a Flow[S], leaving the recovery point it is
+// named for. Build it with Local or Foreign.
+type Step[S any] struct {
+	at    RecoveryPoint
+	local func(ctx context.Context, tx db.Tx, run *Run, s *S) (Transition, error)
+	call  func(ctx context.Context, run *Run, s *S) (recorder[S], error)
+}
+
+// recorder records a foreign call's result in the phase transaction after
+// the call.
+type recorder[S any] func(ctx context.Context, tx db.Tx, run *Run, s *S) (Transition, error)
+
+// Local is a step with no foreign side effect: do works in the phase
+// transaction and says whether the flow goes on or finishes. The engine
+// runs consecutive local steps in one transaction.
+func Local[S any](at RecoveryPoint, do func(ctx context.Context, tx db.Tx, run *Run, s *S) (Transition, error)) Step[S] {
+	return Step[S]{at: at, local: do}
 }
 
 // Foreign is a step with one foreign side effect. call performs it with no
 // transaction open; an error from call is an ambiguous outcome (the engine
 // releases the lease without moving the recovery point, so the next run
-// calls again), or a *NeedsAttentionError that parks the key. Definite
-// outcomes (a decline, say) are values of T, which apply records in the phase
-// transaction.
-func Foreign[T any](call func(ctx context.Context, run *Run) (T, error),
-	apply func(ctx context.Context, tx pgx.Tx, run *Run, called T) (Transition, error)) Step {
-	return Step{
-		call: func(ctx context.Context, run *Run) (any, error) { return call(ctx, run) },
-		// The engine hands apply exactly what call returned.
-		apply: func(ctx context.Context, tx pgx.Tx, run *Run, called any) (Transition, error) {
-			return apply(ctx, tx, run, called.(T))
-		},
-	}
-}
-
-// Flow is one kind of idempotent request: a stable name, stored on every key
-// it drives (so renaming a route strands nothing), and the step that leaves
-// each recovery point but Finished.
-type Flow struct {
-	Name  string
-	Steps map[RecoveryPoint]Step
+// calls again), or a *NeedsAttentionError that parks the key. A definite
+// outcome (a decline, say) is a value of T, which record stores in the next
+// phase transaction.
+func Foreign[S, T any](at RecoveryPoint,
+	call func(ctx context.Context, run *Run, s *S) (T, error),
+	record func(ctx context.Context, tx db.Tx, run *Run, s *S, got T) (Transition, error)) Step[S] {
+	return Step[S]{at: at, call: func(ctx context.Context, run *Run, s *S) (recorder[S], error) {
+		got, err := call(ctx, run, s)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, tx db.Tx, run *Run, s *S) (Transition, error) {
+			return record(ctx, tx, run, s, got)
+		}, nil
+	}}
 }
 
 // validate refuses a flow the engine could not drive.
-func (f Flow) validate() error {
+func (f Flow[S]) validate() error {
 	if !validName.MatchString(f.Name) {
 		return fmt.Errorf("flow name %q is not a lowercase identifier", f.Name)
 	}
-	if _, ok := f.Steps[Started]; !ok {
-		return fmt.Errorf("flow %q has no step at %q", f.Name, Started)
+	if len(f.Steps) == 0 || f.Steps[0].at != Started {
+		return fmt.Errorf("flow %q does not start with a step at %q", f.Name, Started)
 	}
-	for point, step := range f.Steps {
+	seen := map[RecoveryPoint]bool{}
+	for _, step := range f.Steps {
 		switch {
-		case point == Finished:
+		case step.at == Finished:
 			return fmt.Errorf("flow %q has a step at %q", f.Name, Finished)
-		case !validName.MatchString(string(point)):
-			return fmt.Errorf("flow %q: recovery point %q is not a lowercase identifier", f.Name, point)
-		case step.apply == nil:
-			return fmt.Errorf("flow %q: the step at %q was not built with Local or Foreign", f.Name, point)
+		case !validName.MatchString(string(step.at)):
+			return fmt.Errorf("flow %q: recovery point %q is not a lowercase identifier", f.Name, step.at)
+		case seen[step.at]:
+			return fmt.Errorf("flow %q has two steps at %q", f.Name, step.at)
+		case step.local == nil && step.call == nil:
+			return fmt.Errorf("flow %q: the step at %q was not built with Local or Foreign", f.Name, step.at)
 		}
+		seen[step.at] = true
 	}
 	return nil
+}
+
+// stepAt is the index of the step at point.
+func (f Flow[S]) stepAt(point RecoveryPoint) (int, error) {
+	for i, step := range f.Steps {
+		if step.at == point {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("flow %q has no step at recovery point %q", f.Name, point)
 }
 
 // validName is what the database accepts for flow names and recovery points.
 var validName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
-// Transition is what a step's Apply decides: move to a recovery point, or
+// Transition is what a step decides: go on to the flow's next step, or
 // finish with a response that is stored for replays.
 type Transition struct {
-	next     RecoveryPoint
+	finished bool
 	response *Response
 }
 
-// AdvanceTo moves the key to point.
-func AdvanceTo(point RecoveryPoint) Transition { return Transition{next: point} }
+// Next goes on to the step after this one.
+func Next() Transition { return Transition{} }
 
 // FinishWith ends the flow: resp is stored and replayed for every later
 // request with the same key.
-func FinishWith(resp *Response) Transition { return Transition{next: Finished, response: resp} }
+func FinishWith(resp *Response) Transition { return Transition{finished: true, response: resp} }
 
 // Response is a stored HTTP answer. Body holds the exact bytes sent, so a
 // replay is byte-for-byte identical and never re-encoded. Write its headers
@@ -116,15 +155,12 @@ type Response struct {
 }
 
 // Run is one attempt to drive a key. Steps read the key (its request, its
-// user, where it stands) and may stash values for later steps of the same run.
+// user, where it stands) from it.
 type Run struct {
 	// Key is the key row as this run last wrote it.
 	Key *dbsqlc.IdempotencyKey
 	// Fresh is true for the run that created the key.
 	Fresh bool
-	// state carries what one step hands to the next within this run (see
-	// Keep and Kept).
-	state any
 
 	engine *Engine
 	token  uuid.UUID
@@ -147,17 +183,6 @@ func (r *Run) Now() time.Time {
 		return time.Now()
 	}
 	return r.dbLeasedAt.Add(time.Since(r.localLeasedAt))
-}
-
-// Keep hands v to the run's later steps (a row a step just wrote, say), so
-// they need not read it again. A resumed run starts with nothing kept: steps
-// must be able to load what they need.
-func Keep[T any](run *Run, v T) { run.state = v }
-
-// Kept is what an earlier step of this run kept, if it is a T.
-func Kept[T any](run *Run) (T, bool) {
-	v, ok := run.state.(T)
-	return v, ok
 }
 
 // RecoveryPoint is where the run stands.

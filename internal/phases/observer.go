@@ -26,13 +26,14 @@ func (nopObserver) CallDone(RecoveryPoint, time.Duration)       {}
 func (nopObserver) LeaseTakenOver()                             {}
 func (nopObserver) NeedsAttention()                             {}
 
-// Admitter decides whether a user may create one more key: a rate limit, a
-// cap on unfinished keys. It runs only for keys that do not exist yet, so
-// retries and replays are never refused by it. A refusal should be an
-// error the caller can map (such as *RefusedError).
-type Admitter func(ctx context.Context, userID int64) error
+// Limit decides whether a user may create one more key: a rate limit, say.
+// It runs only for keys that do not exist yet, so retries and replays are
+// never refused by it. A refusal should be an error the caller can map
+// (such as *RefusedError).
+type Limit func(ctx context.Context, userID int64) error
 
-// RefusedError is an Admitter's refusal.
+// RefusedError is a Limit's refusal, or the engine's own cap on a user's
+// unfinished keys.
 type RefusedError struct {
 	// Reason says which limit refused, for the answer and for metrics.
 	Reason     string

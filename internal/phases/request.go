@@ -43,6 +43,9 @@ type Request struct {
 	// finished key (a replay) keeps the caller's context, and costs no
 	// timer.
 	RunTimeout time.Duration
+
+	// prepared is set once Prepare has filled in Params and Fingerprint.
+	prepared bool
 }
 
 // Result is the answer to a request.
@@ -54,13 +57,13 @@ type Result struct {
 
 // prepare fills in the request's Params and Fingerprint, once.
 func (req *Request) prepare() error {
-	if req.Prepare == nil {
+	if req.prepared || req.Prepare == nil {
 		return nil
 	}
 	if err := req.Prepare(req); err != nil {
 		return err
 	}
-	req.Prepare = nil
+	req.prepared = true
 	return nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
@@ -18,9 +17,9 @@ import (
 // a long call got (a spent remote attempt, say), so a later run does not
 // repeat it. If another run took the key over, nothing fn wrote commits and
 // Checkpoint returns ErrLeaseLost.
-func (r *Run) Checkpoint(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+func (r *Run) Checkpoint(ctx context.Context, fn func(ctx context.Context, tx db.Tx) error) error {
 	start := time.Now()
-	err := db.WithTx(ctx, r.engine.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err := db.WithTx(ctx, r.engine.pool, func(ctx context.Context, tx db.Tx) error {
 		rows, err := r.engine.queries.IdempotencyKeyRenewLease(ctx, tx, &dbsqlc.IdempotencyKeyRenewLeaseParams{
 			ID: r.Key.ID, LockToken: r.lockToken(),
 		})
@@ -33,7 +32,7 @@ func (r *Run) Checkpoint(ctx context.Context, fn func(ctx context.Context, tx pg
 		return fn(ctx, tx)
 	})
 	if err != nil {
-		return db.InterpretError(err)
+		return err
 	}
 	r.leasedAt = start
 	return nil
@@ -42,16 +41,16 @@ func (r *Run) Checkpoint(ctx context.Context, fn func(ctx context.Context, tx pg
 // Settler decides, in the settling transaction, what a parked key answers
 // from now on: it updates the flow's own rows and returns the response to
 // store.
-type Settler func(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*Response, error)
+type Settler func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*Response, error)
 
 // Settle finishes a key that awaits an operator: settle runs in the same
 // transaction that locks the key and stores its answer, so the key's answer
 // and the flow's rows change together. It returns ErrNotAwaitingOperator
 // when the key does not exist or is not parked.
 func (e *Engine) Settle(ctx context.Context, keyID int64, settle Settler) (*Response, error) {
-	return db.WithTxV(ctx, e.pool, func(ctx context.Context, tx pgx.Tx) (*Response, error) {
+	return db.WithTxV(ctx, e.pool, func(ctx context.Context, tx db.Tx) (*Response, error) {
 		key, err := e.queries.IdempotencyKeyLockNeedsAttention(ctx, tx, keyID)
-		if err = db.InterpretError(err); err != nil {
+		if err != nil {
 			if errors.Is(err, db.ErrNotFound) {
 				return nil, ErrNotAwaitingOperator
 			}
@@ -81,9 +80,9 @@ func (r *Run) lockToken() uuid.NullUUID { return uuid.NullUUID{UUID: r.token, Va
 // that would settle it, before the event changes anything. It returns an
 // *AlarmError when the key awaits an operator because of a conflict: such a
 // key is the operator's alone, and the event must change nothing.
-func (e *Engine) ClaimForEvent(ctx context.Context, tx pgx.Tx, keyID int64) error {
+func (e *Engine) ClaimForEvent(ctx context.Context, tx db.Tx, keyID int64) error {
 	key, err := e.queries.IdempotencyKeyLockForEvent(ctx, tx, keyID)
-	if err = db.InterpretError(err); err != nil {
+	if err != nil {
 		return fmt.Errorf("error locking idempotency key %d: %w", keyID, err)
 	}
 	if key.NeedsAttentionKind != nil && *key.NeedsAttentionKind == AttentionConflict {
@@ -101,12 +100,12 @@ func (e *Engine) ClaimForEvent(ctx context.Context, tx pgx.Tx, keyID int64) erro
 // answers 503 needs-attention, not the wrong answer, until an operator
 // settles it (Settle). point is where its flow's outcome is unknown. It
 // reports false when the key was not finished.
-func (e *Engine) Reopen(ctx context.Context, tx pgx.Tx, keyID int64, point RecoveryPoint, reason string) (bool, error) {
+func (e *Engine) Reopen(ctx context.Context, tx db.Tx, keyID int64, point RecoveryPoint, reason string) (bool, error) {
 	rows, err := e.queries.IdempotencyKeyReopenForOperator(ctx, tx, &dbsqlc.IdempotencyKeyReopenForOperatorParams{
 		ID: keyID, Point: string(point), LastError: ptr(truncate(reason, maxErrorLen)),
 	})
 	if err != nil {
-		return false, fmt.Errorf("error handing idempotency key %d to an operator: %w", keyID, db.InterpretError(err))
+		return false, fmt.Errorf("error handing idempotency key %d to an operator: %w", keyID, err)
 	}
 	if rows == 1 {
 		e.cfg.Observer.NeedsAttention()
@@ -119,7 +118,7 @@ func (e *Engine) Reopen(ctx context.Context, tx pgx.Tx, keyID int64, point Recov
 // still holding the lease then fails its fence and writes nothing. Call
 // ClaimForEvent first: a key parked for a conflict is not finished here. It
 // reports false when the key was finished already (or is an operator's).
-func (e *Engine) FinishFromOutside(ctx context.Context, tx pgx.Tx, keyID int64, resp *Response) (bool, error) {
+func (e *Engine) FinishFromOutside(ctx context.Context, tx db.Tx, keyID int64, resp *Response) (bool, error) {
 	headers, err := resp.headersJSON()
 	if err != nil {
 		return false, fmt.Errorf("error encoding response headers: %w", err)

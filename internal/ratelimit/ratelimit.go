@@ -47,9 +47,9 @@ func New(perSecond int) *Limiter {
 	return &Limiter{perSecond: float64(perSecond), burst: perSecond, buckets: map[int64]*bucket{}}
 }
 
-// Admit takes a token for userID or refuses with the wait until the next.
-// It has the phases.Admitter signature.
-func (l *Limiter) Admit(_ context.Context, userID int64) error {
+// Take takes a token for userID or refuses with the wait until the next.
+// It has the phases.Limit signature.
+func (l *Limiter) Take(_ context.Context, userID int64) error {
 	if l == nil {
 		return nil
 	}

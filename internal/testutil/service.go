@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/api"
 	"github.com/paymentsd/paymentsd/internal/app"
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
@@ -29,7 +29,7 @@ import (
 // ServiceOptions tune a test service; the zero value is a working service.
 type ServiceOptions struct {
 	// Pool, when set, is used instead of a fresh database.
-	Pool         *pgxpool.Pool
+	Pool         *db.Pool
 	LeaseTimeout time.Duration
 	Hooks        phases.Hooks
 	// StripeTimeout bounds each emulator call (default 5s).
@@ -82,7 +82,7 @@ func StartEmulator(t testing.TB, opts stripefake.Options) *Emulator {
 // database and its own Stripe emulator, driven by the real stripe-go client.
 type Service struct {
 	URL    string
-	Pool   *pgxpool.Pool
+	Pool   *db.Pool
 	Stripe *stripefake.Server
 	// StripeURL is the emulator's base URL.
 	StripeURL string

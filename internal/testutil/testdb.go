@@ -95,7 +95,7 @@ func urlWithDatabase(t testing.TB, raw, name string) string {
 // dropped when the test ends, through TEST_POOLER_URL's pooler when it is
 // set. Each test owns its database, so tests that
 // commit (as phases do) run in parallel without seeing each other.
-func NewDB(t testing.TB) *pgxpool.Pool {
+func NewDB(t testing.TB) *db.Pool {
 	t.Helper()
 	return newDB(t, false, nil)
 }
@@ -104,14 +104,14 @@ func NewDB(t testing.TB) *pgxpool.Pool {
 // pool behind PgBouncer in transaction pooling mode must
 // (pgx.QueryExecModeExec or pgx.QueryExecModeSimpleProtocol): whatever
 // TEST_QUERY_EXEC_MODE or the URL says.
-func NewDBInMode(t testing.TB, mode pgx.QueryExecMode) *pgxpool.Pool {
+func NewDBInMode(t testing.TB, mode pgx.QueryExecMode) *db.Pool {
 	t.Helper()
 	return NewDBWith(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
 }
 
 // NewDBWith is NewDB, with configure (when not nil) applied to the pool's
 // configuration before the pool opens: a query exec mode, a tracer.
-func NewDBWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+func NewDBWith(t testing.TB, configure func(*pgxpool.Config)) *db.Pool {
 	t.Helper()
 	return newDB(t, false, configure)
 }
@@ -119,14 +119,14 @@ func NewDBWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 // NewDirectDBWith is NewDBWith connected to the server itself, never
 // through TEST_POOLER_URL: for a test of what only a direct connection
 // can do (LISTEN, pgx's cache_statement mode).
-func NewDirectDBWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+func NewDirectDBWith(t testing.TB, configure func(*pgxpool.Config)) *db.Pool {
 	t.Helper()
 	return newDB(t, true, configure)
 }
 
 // newDB is NewDB, direct or through TEST_POOLER_URL's pooler when it is
 // set, with configure (when not nil) applied to the pool's configuration.
-func newDB(t testing.TB, direct bool, configure func(*pgxpool.Config)) *pgxpool.Pool {
+func newDB(t testing.TB, direct bool, configure func(*pgxpool.Config)) *db.Pool {
 	t.Helper()
 	ctx := context.Background()
 	admin := AdminURL(t)
@@ -248,7 +248,7 @@ func ensureTemplate(ctx context.Context, admin string) (string, error) {
 }
 
 // ConnectConfig opens a pool for cfg, closed when the test ends.
-func ConnectConfig(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
+func ConnectConfig(t testing.TB, cfg *pgxpool.Config) *db.Pool {
 	t.Helper()
 	pool, err := db.ConnectConfig(context.Background(), cfg)
 	if err != nil {

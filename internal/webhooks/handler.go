@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 	"github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/webhook"
@@ -32,7 +30,7 @@ const maxEventBytes = 1 << 20
 
 // Handler applies verified Stripe events.
 type Handler struct {
-	Pool      *pgxpool.Pool
+	Pool      *db.Pool
 	Secret    string
 	Namespace uuid.UUID
 	Payments  *payments.EventSettler
@@ -94,12 +92,12 @@ func (h *Handler) Read(r *http.Request) (*stripe.Event, error) {
 // an error that a retry may cure (the store unreachable, a deadlock) rolls
 // the delivery back.
 func (h *Handler) Apply(ctx context.Context, event *stripe.Event) (*Result, error) {
-	res, err := db.WithTxV(ctx, h.Pool, func(ctx context.Context, tx pgx.Tx) (*Result, error) {
+	res, err := db.WithTxV(ctx, h.Pool, func(ctx context.Context, tx db.Tx) (*Result, error) {
 		q := dbsqlc.New()
 		_, err := q.StripeEventInsert(ctx, tx, &dbsqlc.StripeEventInsertParams{
 			ID: event.ID, Type: string(event.Type), ObjectID: objectID(event), StripeCreated: time.Unix(event.Created, 0),
 		})
-		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
+		if errors.Is(err, db.ErrNotFound) {
 			return &Result{EventID: event.ID, Duplicate: true}, nil
 		} else if err != nil {
 			return nil, fmt.Errorf("error recording event: %w", err)
@@ -134,25 +132,25 @@ func (h *Handler) Apply(ctx context.Context, event *stripe.Event) (*Result, erro
 // that fails leaves nothing of itself behind when the event is kept as an
 // alarm. An alarm raised on purpose keeps what its settler wrote (a key
 // handed back to an operator).
-func (h *Handler) applyOnce(ctx context.Context, tx pgx.Tx, event *stripe.Event) (string, error) {
-	sp, err := tx.Begin(ctx)
+func (h *Handler) applyOnce(ctx context.Context, tx db.Tx, event *stripe.Event) (string, error) {
+	sp, err := tx.Savepoint(ctx)
 	if err != nil {
-		return "", fmt.Errorf("error taking a savepoint: %w", db.InterpretError(err))
+		return "", fmt.Errorf("error taking a savepoint: %w", err)
 	}
-	ignored, err := h.apply(ctx, sp, event)
+	ignored, err := h.apply(ctx, sp.Tx, event)
 	var alarm *phases.AlarmError
 	if err != nil && !errors.As(err, &alarm) {
 		_ = sp.Rollback(ctx)
 		return "", err
 	}
-	if cerr := sp.Commit(ctx); cerr != nil {
-		return "", fmt.Errorf("error releasing a savepoint: %w", db.InterpretError(cerr))
+	if cerr := sp.Release(ctx); cerr != nil {
+		return "", fmt.Errorf("error releasing a savepoint: %w", cerr)
 	}
 	return ignored, err
 }
 
 // apply dispatches by type; it returns why the event changed nothing.
-func (h *Handler) apply(ctx context.Context, tx pgx.Tx, event *stripe.Event) (string, error) {
+func (h *Handler) apply(ctx context.Context, tx db.Tx, event *stripe.Event) (string, error) {
 	switch event.Type {
 	case stripe.EventTypePaymentIntentSucceeded, stripe.EventTypePaymentIntentPaymentFailed:
 		var pi stripe.PaymentIntent
@@ -165,7 +163,7 @@ func (h *Handler) apply(ctx context.Context, tx pgx.Tx, event *stripe.Event) (st
 		payment, err := dbsqlc.New().PaymentLockForEvent(ctx, tx, &dbsqlc.PaymentLockForEventParams{
 			StripePaymentIntentID: &pi.ID, IntentID: nonEmpty(pi.Metadata[intent.MetadataIntent]),
 		})
-		switch err = db.InterpretError(err); {
+		switch {
 		case errors.Is(err, db.ErrNotFound) && pi.Status == stripe.PaymentIntentStatusSucceeded && pi.Metadata[intent.MetadataIntent] != "":
 			// Made by this deployment for an intent whose payment records
 			// another PaymentIntent, or none any more (a failover lost it):
@@ -189,7 +187,7 @@ func (h *Handler) apply(ctx context.Context, tx pgx.Tx, event *stripe.Event) (st
 		refund, err := dbsqlc.New().RefundLockForEvent(ctx, tx, &dbsqlc.RefundLockForEventParams{
 			StripeRefundID: &sr.ID, IntentID: nonEmpty(sr.Metadata[intent.MetadataIntent]),
 		})
-		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
+		if errors.Is(err, db.ErrNotFound) {
 			return "no refund here was made for Refund " + sr.ID, nil
 		} else if err != nil {
 			return "", fmt.Errorf("error locking refund: %w", err)
@@ -206,7 +204,7 @@ func (h *Handler) apply(ctx context.Context, tx pgx.Tx, event *stripe.Event) (st
 		_, err := dbsqlc.New().PaymentMarkDisputed(ctx, tx, &dbsqlc.PaymentMarkDisputedParams{
 			StripePaymentIntentID: &dispute.PaymentIntent.ID, DisputedAt: ptr(time.Unix(event.Created, 0)), DisputeID: dispute.ID,
 		})
-		if err = db.InterpretError(err); errors.Is(err, db.ErrNotFound) {
+		if errors.Is(err, db.ErrNotFound) {
 			return "no payment here was made for PaymentIntent " + dispute.PaymentIntent.ID, nil
 		}
 		return "", err

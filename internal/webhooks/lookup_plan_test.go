@@ -33,7 +33,7 @@ func TestEventLookupsReadOnlyUnresolvedIntents(t *testing.T) {
 		ANALYZE payments, refunds`)
 	require.NoError(t, err)
 
-	conn, err := pool.Acquire(ctx)
+	conn, err := pool.Driver().Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
 	// The lookups' WHERE clauses, as they stand in db/queries/stripe_events.sql.

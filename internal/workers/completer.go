@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/rs/zerolog"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/phases"
 )
@@ -99,7 +99,7 @@ func (c *CompleterConfig) setDefaults() {
 // the same keys at once.
 type CompleterWorker struct {
 	river.WorkerDefaults[CompleterArgs]
-	Pool   *pgxpool.Pool
+	Pool   *db.Pool
 	Engine *phases.Engine
 	Config CompleterConfig
 	// Log is where runs log; it travels in the context, so the engine's

@@ -209,7 +209,7 @@ func TestCompleterRunOutlivesItsConnections(t *testing.T) {
 
 	b.exec(t, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
 	second := *b.completer
-	second.Pool = testutil.ConnectConfig(t, b.svc.Pool.Config().Copy())
+	second.Pool = testutil.ConnectConfig(t, b.svc.Pool.Driver().Config().Copy())
 	workers.SetResumeKey(&second, blocking(second.Engine))
 	waitCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
@@ -226,7 +226,7 @@ func TestPeriodicJobsDoNotPileUp(t *testing.T) {
 	t.Parallel()
 	b := setup(t, testutil.ServiceOptions{})
 	ctx := context.Background()
-	tx, err := b.svc.Pool.Begin(ctx)
+	tx, err := b.svc.Pool.Driver().Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 )
 
@@ -47,7 +47,7 @@ var ErrLeaseLost = errors.New("the run's worker lease was lost")
 // cancelled with cause ErrLeaseLost. What f does must stay safe regardless
 // (the completer's keys are leased and fenced): the lease keeps runs from
 // overlapping, it does not make them correct.
-func runLeased(ctx context.Context, pool *pgxpool.Pool, name string, ttl time.Duration, f func(ctx context.Context) error) error {
+func runLeased(ctx context.Context, pool *db.Pool, name string, ttl time.Duration, f func(ctx context.Context) error) error {
 	q := dbsqlc.New()
 	holder := uuid.New()
 	var takenAt time.Time
@@ -88,7 +88,7 @@ func runLeased(ctx context.Context, pool *pgxpool.Pool, name string, ttl time.Du
 // and calls lost when the lease was taken by another holder or could not be
 // renewed before it would expire. renewedAt is when the lease was taken,
 // by this process's clock, no later than the database's.
-func keepLease(ctx context.Context, lost context.CancelCauseFunc, pool *pgxpool.Pool, name string, holder uuid.UUID,
+func keepLease(ctx context.Context, lost context.CancelCauseFunc, pool *db.Pool, name string, holder uuid.UUID,
 	ttl time.Duration, renewedAt time.Time) {
 	every := ttl / 3
 	ticker := time.NewTicker(every)

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 	"github.com/paymentsd/paymentsd/internal/workers"
 )
@@ -18,13 +18,13 @@ import (
 // leasePool is a fresh database's pool in exec mode, as behind PgBouncer in
 // transaction pooling mode: a lease must need nothing that outlives a
 // transaction.
-func leasePool(t *testing.T) *pgxpool.Pool {
+func leasePool(t *testing.T) *db.Pool {
 	t.Helper()
 	return testutil.NewDBInMode(t, pgx.QueryExecModeExec)
 }
 
 // leaseHolders counts the holders of lease name.
-func leaseHolders(t *testing.T, pool *pgxpool.Pool, name string) int {
+func leaseHolders(t *testing.T, pool *db.Pool, name string) int {
 	t.Helper()
 	var n int
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM worker_leases WHERE name = $1", name).Scan(&n))

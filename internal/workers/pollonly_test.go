@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 	"github.com/paymentsd/paymentsd/internal/workers"
 )
@@ -92,14 +93,14 @@ func TestRiverPollsWhenThePoolIsTransactionPooled(t *testing.T) {
 // legacyReceiptJob inserts a succeeded payment and the River receipt job a
 // version before the receipt outbox enqueued for it, and returns the
 // payment's id.
-func legacyReceiptJob(t *testing.T, pool *pgxpool.Pool) int64 {
+func legacyReceiptJob(t *testing.T, pool *db.Pool) int64 {
 	t.Helper()
 	ctx := context.Background()
 	var userID, paymentID int64
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO users (email, api_key_hash) VALUES ('old@example.com', sha256('old')) RETURNING id`).Scan(&userID))
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO payments (user_id, amount, currency, payment_method, status)
 		VALUES ($1, 2000, 'usd', 'pm_card_visa', 'succeeded') RETURNING id`, userID).Scan(&paymentID))
-	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	inserter, err := river.NewClient(riverpgxv5.New(pool.Driver()), &river.Config{})
 	require.NoError(t, err)
 	_, err = inserter.Insert(ctx, workers.LegacyReceiptArgs{PaymentID: paymentID}, nil)
 	require.NoError(t, err)

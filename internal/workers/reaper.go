@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/rs/zerolog"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 )
 
@@ -76,7 +76,7 @@ func (c *ReaperConfig) setDefaults() {
 // payments and audit records keep their rows.
 type ReaperWorker struct {
 	river.WorkerDefaults[ReaperArgs]
-	Pool   *pgxpool.Pool
+	Pool   *db.Pool
 	Config ReaperConfig
 	Log    zerolog.Logger
 	// Observe, when set, is told how many keys each run reaped.

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/rs/zerolog"
 
@@ -18,7 +16,7 @@ import (
 // EnqueueReceipt puts a succeeded payment's receipt in the outbox; the
 // payment flow, the webhook settler and the operator's resolver call it in
 // the transaction that records the success: the transactional outbox.
-func EnqueueReceipt(ctx context.Context, tx pgx.Tx, paymentID int64) error {
+func EnqueueReceipt(ctx context.Context, tx db.Tx, paymentID int64) error {
 	if err := dbsqlc.New().ReceiptEnqueue(ctx, tx, paymentID); err != nil {
 		return fmt.Errorf("error enqueuing receipt: %w", err)
 	}
@@ -94,7 +92,7 @@ func (c *DispatcherConfig) setDefaults() {
 // fetch and the job's completion); a batch costs one for up to BatchSize
 // payments, and a poll that finds nothing writes nothing.
 type Dispatcher struct {
-	Pool      *pgxpool.Pool
+	Pool      *db.Pool
 	Deliverer Deliverer
 	Config    DispatcherConfig
 	Log       zerolog.Logger
@@ -135,7 +133,7 @@ func (d *Dispatcher) Drain(ctx context.Context) (int, error) {
 	d.Config.setDefaults()
 	q := dbsqlc.New()
 	var taken, delivered, failed int
-	err := db.WithTx(ctx, d.Pool, func(ctx context.Context, tx pgx.Tx) error {
+	err := db.WithTx(ctx, d.Pool, func(ctx context.Context, tx db.Tx) error {
 		rows, err := q.ReceiptOutboxClaim(ctx, tx, int32(d.Config.BatchSize))
 		if err != nil {
 			return fmt.Errorf("error claiming receipts: %w", err)
@@ -221,7 +219,7 @@ func (LegacyReceiptArgs) Kind() string { return "receipt" }
 // outbox (the dispatcher skips a payment whose receipt is recorded).
 type LegacyReceiptWorker struct {
 	river.WorkerDefaults[LegacyReceiptArgs]
-	Pool *pgxpool.Pool
+	Pool *db.Pool
 }
 
 // Work moves one receipt job into the outbox.

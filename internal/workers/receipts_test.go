@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 	"github.com/paymentsd/paymentsd/internal/workers"
 )
@@ -44,7 +44,7 @@ func TestExactlyOneReceiptPerPayment(t *testing.T) {
 // outbox is a database with n succeeded payments in the receipt outbox,
 // oldest (first to be claimed) first: run_at is staggered so that the claim
 // order is the order of ids.
-func outbox(t *testing.T, n int) (*pgxpool.Pool, []int64) {
+func outbox(t *testing.T, n int) (*db.Pool, []int64) {
 	t.Helper()
 	pool := testutil.NewDB(t)
 	ctx := context.Background()
@@ -92,7 +92,7 @@ func (r *recorder) Deliver(_ context.Context, rc *workers.Receipt) error {
 	return nil
 }
 
-func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+func count(t *testing.T, pool *db.Pool, sql string, args ...any) int {
 	t.Helper()
 	var n int
 	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))

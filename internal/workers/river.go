@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
@@ -43,14 +42,14 @@ type Config struct {
 // not the client's own. Polling costs latency only: a new job waits up to
 // River's FetchPollInterval (a second) to be fetched, a new leader up to
 // its election interval; the periodic jobs and receipts keep their pace.
-func PollOnly(pool *pgxpool.Pool, cfg Config) bool {
-	return cfg.PollOnly || db.TransactionPooled(pool.Config().ConnConfig)
+func PollOnly(pool *db.Pool, cfg Config) bool {
+	return cfg.PollOnly || db.TransactionPooled(pool.Driver().Config().ConnConfig)
 }
 
 // NewClient returns a River client that runs the completer and reaper
 // workers, with the completer and reaper scheduled as periodic jobs
 // by River's elected leader.
-func NewClient(pool *pgxpool.Pool, engine *phases.Engine, cfg Config) (*river.Client[pgx.Tx], error) {
+func NewClient(pool *db.Pool, engine *phases.Engine, cfg Config) (*river.Client[pgx.Tx], error) {
 	cfg.Completer.setDefaults()
 	cfg.Reaper.setDefaults()
 	completer := &CompleterWorker{Pool: pool, Engine: engine, Config: cfg.Completer, Log: cfg.Log, Observe: cfg.ObserveResume}
@@ -61,7 +60,7 @@ func NewClient(pool *pgxpool.Pool, engine *phases.Engine, cfg Config) (*river.Cl
 	river.AddWorker(workers, reaper)
 	river.AddWorker(workers, &LegacyReceiptWorker{Pool: pool})
 
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+	client, err := river.NewClient(riverpgxv5.New(pool.Driver()), &river.Config{
 		PollOnly: PollOnly(pool, cfg),
 		// A process killed mid-job leaves its jobs 'running'. River rescues
 		// them only after RescueStuckJobsAfter (an hour by default), which
@@ -115,7 +114,7 @@ func PeriodicInsertOpts() *river.InsertOpts {
 
 // NewDispatcher returns the receipt dispatcher of cfg; run it beside the
 // River client.
-func NewDispatcher(pool *pgxpool.Pool, cfg Config) *Dispatcher {
+func NewDispatcher(pool *db.Pool, cfg Config) *Dispatcher {
 	if cfg.Deliverer == nil {
 		cfg.Deliverer = LogDeliverer{Log: cfg.Log}
 	}

@@ -301,7 +301,7 @@ func Run(ctx context.Context, addr, pprofAddr, dbURL, stripeBase, stripeKey, use
 	}
 	defer pool.Close()
 	charger := payments.NewCharger(payments.StripeConfig{SecretKey: stripeKey, APIBase: stripeBase})
-	s, err := New(ctx, pool, charger.Client(), users)
+	s, err := New(ctx, pool.Driver(), charger.Client(), users)
 	if err != nil {
 		return err
 	}

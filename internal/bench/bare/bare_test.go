@@ -59,7 +59,7 @@ func TestBareDoesWhatTheServiceDoes(t *testing.T) {
 	user, apiKey := svc.NewUser(t)
 
 	stripe := payments.NewCharger(payments.StripeConfig{SecretKey: "sk_test_paymentsd", APIBase: emulator.URL}).Client()
-	s, err := New(ctx, svc.Pool, stripe, map[string]int64{apiKey: user})
+	s, err := New(ctx, svc.Pool.Driver(), stripe, map[string]int64{apiKey: user})
 	require.NoError(t, err)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)

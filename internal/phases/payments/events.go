@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stripe/stripe-go/v79"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/phases"
 )
@@ -28,7 +28,7 @@ type EventSettler struct {
 // conflict (the operator's alone), money taken for a payment recorded as
 // failed or not charged (its key goes back to the operator), or a second
 // PaymentIntent that succeeded for one payment.
-func (s *EventSettler) Settle(ctx context.Context, tx pgx.Tx, payment *dbsqlc.Payment, pi *stripe.PaymentIntent) (ignored string, err error) {
+func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, payment *dbsqlc.Payment, pi *stripe.PaymentIntent) (ignored string, err error) {
 	switch {
 	case !final(pi):
 		return "the PaymentIntent is " + string(pi.Status) + ", not final", nil
@@ -72,7 +72,7 @@ func (s *EventSettler) Settle(ctx context.Context, tx pgx.Tx, payment *dbsqlc.Pa
 // is recorded already: the same word again, or a failure that changes
 // nothing, is ignored; money taken that the record does not show is an
 // alarm.
-func (s *EventSettler) contradicts(ctx context.Context, tx pgx.Tx, payment *dbsqlc.Payment, pi *stripe.PaymentIntent) (string, error) {
+func (s *EventSettler) contradicts(ctx context.Context, tx db.Tx, payment *dbsqlc.Payment, pi *stripe.PaymentIntent) (string, error) {
 	recorded := ""
 	if payment.StripePaymentIntentID != nil {
 		recorded = *payment.StripePaymentIntentID

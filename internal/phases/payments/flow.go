@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
@@ -42,29 +40,44 @@ const (
 
 // EnqueueReceipt puts a payment's receipt in the outbox in the transaction
 // that finishes its key: the transactional outbox.
-type EnqueueReceipt func(ctx context.Context, tx pgx.Tx, paymentID int64) error
+type EnqueueReceipt func(ctx context.Context, tx db.Tx, paymentID int64) error
 
 type flow struct {
-	pool      *pgxpool.Pool
+	pool      *db.Pool
 	namespace uuid.UUID
 	charger   *Charger
 	receipt   EnqueueReceipt
 	queries   *dbsqlc.Queries
 }
 
+// state is what the payment flow's steps hand each other: the payment as
+// last written.
+type state struct {
+	payment *dbsqlc.Payment
+}
+
 // NewFlow returns the payment flow for the phase engine. namespace is the
 // deployment's (see package intent).
-func NewFlow(pool *pgxpool.Pool, namespace uuid.UUID, charger *Charger, receipt EnqueueReceipt) phases.Flow {
+func NewFlow(pool *db.Pool, namespace uuid.UUID, charger *Charger, receipt EnqueueReceipt) phases.Flow[state] {
 	f := &flow{pool: pool, namespace: namespace, charger: charger, receipt: receipt, queries: dbsqlc.New()}
-	return phases.Flow{Name: FlowName, Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: phases.Local(f.createPayment),
-		PaymentCreated: phases.Foreign(f.charge, f.recordCharge),
-		ChargeCreated:  phases.Local(f.finish),
+	return phases.Flow[state]{Name: FlowName, Load: f.load, Steps: []phases.Step[state]{
+		phases.Local(phases.Started, f.createPayment),
+		phases.Foreign(PaymentCreated, f.charge, f.recordCharge),
+		phases.Local(ChargeCreated, f.finish),
 	}}
 }
 
+// load reads back the payment of a key a run resumes.
+func (f *flow) load(ctx context.Context, tx db.Tx, run *phases.Run) (state, error) {
+	p, err := f.queries.PaymentGetByIdempotencyKeyID(ctx, tx, &run.Key.ID)
+	if err != nil {
+		return state{}, fmt.Errorf("error loading payment of idempotency key %d: %w", run.Key.ID, err)
+	}
+	return state{payment: p}, nil
+}
+
 // createPayment inserts the pending payment and its audit record.
-func (f *flow) createPayment(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
+func (f *flow) createPayment(ctx context.Context, tx db.Tx, run *phases.Run, s *state) (phases.Transition, error) {
 	var p Params
 	if err := json.Unmarshal(run.Key.RequestParams, &p); err != nil {
 		return phases.Transition{}, fmt.Errorf("error decoding stored request: %w", err)
@@ -82,16 +95,13 @@ func (f *flow) createPayment(ctx context.Context, tx pgx.Tx, run *phases.Run) (p
 		return phases.Transition{}, fmt.Errorf("error inserting payment: %w", err)
 	}
 	// The query's row is a payment row under another name (a CTE's).
-	phases.Keep(run, (*dbsqlc.Payment)(row))
-	return phases.AdvanceTo(PaymentCreated), nil
+	s.payment = (*dbsqlc.Payment)(row)
+	return phases.Next(), nil
 }
 
 // charge is the flow's one foreign call.
-func (f *flow) charge(ctx context.Context, run *phases.Run) (*Charge, error) {
-	payment, err := f.payment(ctx, f.pool, run)
-	if err != nil {
-		return nil, err
-	}
+func (f *flow) charge(ctx context.Context, run *phases.Run, s *state) (*Charge, error) {
+	payment := s.payment
 	return f.charger.Charge(ctx, &ChargeRequest{
 		Intent:        f.intentOf(run.Key),
 		Amount:        payment.Amount,
@@ -104,7 +114,7 @@ func (f *flow) charge(ctx context.Context, run *phases.Run) (*Charge, error) {
 			Attempt:      int(payment.ChargeAttempt),
 			AttemptAt:    payment.ChargeAttemptAt,
 			SpentAt:      payment.ChargeAttemptSpentAt,
-			Progress:     &progress{flow: f, run: run, paymentID: payment.ID},
+			Progress:     &progress{flow: f, run: run, state: s},
 		},
 	})
 }
@@ -117,22 +127,21 @@ func (f *flow) intentOf(key *dbsqlc.IdempotencyKey) intent.Intent {
 // progress records a charge's Stripe attempts on its payment row, fenced by
 // the run's lease.
 type progress struct {
-	flow      *flow
-	run       *phases.Run
-	paymentID int64
+	flow  *flow
+	run   *phases.Run
+	state *state
 }
 
 func (p *progress) Spent(ctx context.Context, attempt int) (time.Time, error) {
 	var spentAt time.Time
-	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx db.Tx) error {
 		row, err := p.flow.queries.PaymentMarkAttemptSpent(ctx, tx, &dbsqlc.PaymentMarkAttemptSpentParams{
-			ID: p.paymentID, ChargeAttempt: int32(attempt),
+			ID: p.state.payment.ID, ChargeAttempt: int32(attempt),
 		})
 		if err != nil {
-			return fmt.Errorf("error recording spent Stripe attempt: %w", db.InterpretError(err))
+			return fmt.Errorf("error recording spent Stripe attempt: %w", err)
 		}
-		spentAt = *row.ChargeAttemptSpentAt
-		phases.Keep(p.run, (*dbsqlc.Payment)(row))
+		spentAt, p.state.payment = *row.ChargeAttemptSpentAt, (*dbsqlc.Payment)(row)
 		return nil
 	})
 	return spentAt, err
@@ -140,28 +149,23 @@ func (p *progress) Spent(ctx context.Context, attempt int) (time.Time, error) {
 
 func (p *progress) Next(ctx context.Context, attempt int) (time.Time, error) {
 	var at time.Time
-	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx db.Tx) error {
 		row, err := p.flow.queries.PaymentNextAttempt(ctx, tx, &dbsqlc.PaymentNextAttemptParams{
-			ID: p.paymentID, ChargeAttempt: int32(attempt),
+			ID: p.state.payment.ID, ChargeAttempt: int32(attempt),
 		})
 		if err != nil {
-			return fmt.Errorf("error moving to the next Stripe attempt: %w", db.InterpretError(err))
+			return fmt.Errorf("error moving to the next Stripe attempt: %w", err)
 		}
-		at = row.ChargeAttemptAt
-		phases.Keep(p.run, (*dbsqlc.Payment)(row))
+		at, p.state.payment = row.ChargeAttemptAt, (*dbsqlc.Payment)(row)
 		return nil
 	})
 	return at, err
 }
 
-// recordCharge stores the charge's definite outcome. A success moves on; a
+// recordCharge stores the charge's definite outcome. A success goes on; a
 // refusal finishes the key with a problem that is replayed like a success.
-func (f *flow) recordCharge(ctx context.Context, tx pgx.Tx, run *phases.Run, charge *Charge) (phases.Transition, error) {
-	payment, err := f.payment(ctx, tx, run)
-	if err != nil {
-		return phases.Transition{}, err
-	}
-	update := &dbsqlc.PaymentRecordOutcomeParams{ID: payment.ID, Status: StatusSucceeded}
+func (f *flow) recordCharge(ctx context.Context, tx db.Tx, run *phases.Run, s *state, charge *Charge) (phases.Transition, error) {
+	update := &dbsqlc.PaymentRecordOutcomeParams{ID: s.payment.ID, Status: StatusSucceeded}
 	if charge.PaymentIntentID != "" {
 		update.StripePaymentIntentID = &charge.PaymentIntentID
 	}
@@ -172,42 +176,23 @@ func (f *flow) recordCharge(ctx context.Context, tx pgx.Tx, run *phases.Run, cha
 	if err != nil {
 		return phases.Transition{}, fmt.Errorf("error recording charge: %w", err)
 	}
-	payment = (*dbsqlc.Payment)(row)
-	phases.Keep(run, payment)
+	s.payment = (*dbsqlc.Payment)(row)
 	switch {
 	case charge.Succeeded:
-		return phases.AdvanceTo(ChargeCreated), nil
+		return phases.Next(), nil
 	case charge.Declined:
-		return phases.FinishWith(declinedResponse(payment, charge)), nil
+		return phases.FinishWith(declinedResponse(s.payment, charge)), nil
 	default:
-		return phases.FinishWith(rejectedResponse(payment, charge)), nil
+		return phases.FinishWith(rejectedResponse(s.payment, charge)), nil
 	}
 }
 
 // finish enqueues the receipt and answers with the created payment.
-func (f *flow) finish(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
-	payment, err := f.payment(ctx, tx, run)
-	if err != nil {
+func (f *flow) finish(ctx context.Context, tx db.Tx, run *phases.Run, s *state) (phases.Transition, error) {
+	if err := f.receipt(ctx, tx, s.payment.ID); err != nil {
 		return phases.Transition{}, err
 	}
-	if err := f.receipt(ctx, tx, payment.ID); err != nil {
-		return phases.Transition{}, err
-	}
-	return phases.FinishWith(createdResponse(payment)), nil
-}
-
-// payment is the run's payment: handed over by an earlier step of the same
-// run, or read back when the run resumed a key.
-func (f *flow) payment(ctx context.Context, dbtx dbsqlc.DBTX, run *phases.Run) (*dbsqlc.Payment, error) {
-	if p, ok := phases.Kept[*dbsqlc.Payment](run); ok {
-		return p, nil
-	}
-	p, err := f.queries.PaymentGetByIdempotencyKeyID(ctx, dbtx, &run.Key.ID)
-	if err != nil {
-		return nil, fmt.Errorf("error loading payment of idempotency key %d: %w", run.Key.ID, db.InterpretError(err))
-	}
-	phases.Keep(run, p)
-	return p, nil
+	return phases.FinishWith(createdResponse(s.payment)), nil
 }
 
 func ptr[T any](v T) *T { return &v }

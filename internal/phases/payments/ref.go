@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/ids"
 )
@@ -72,7 +71,7 @@ func (r Ref) Resolve(ctx context.Context, dbtx dbsqlc.DBTX, userID int64) (uuid.
 	public, err := dbsqlc.New().PaymentPublicIDByLegacyID(ctx, dbtx, &dbsqlc.PaymentPublicIDByLegacyIDParams{
 		UserID: userID, LegacyID: &r.Legacy,
 	})
-	return public, db.InterpretError(err)
+	return public, err
 }
 
 // ID is the public id of payment p.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/stripe/stripe-go/v79"
 
 	"github.com/paymentsd/paymentsd/internal/db"
@@ -41,7 +40,7 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phas
 		return nil, err
 	}
 	q := dbsqlc.New()
-	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		payment, err := paymentOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -84,7 +83,7 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phas
 // 400 payment-rejected whose processor_code is not_charged.
 func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Response, error) {
 	key, err := dbsqlc.New().IdempotencyKeyGetByID(ctx, r.Engine.Pool(), keyID)
-	if err = db.InterpretError(err); err != nil {
+	if err != nil {
 		if errors.Is(err, db.ErrNotFound) {
 			return nil, phases.ErrNotAwaitingOperator
 		}
@@ -105,7 +104,7 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 	// search, and a list over what search may not cover yet. The key's
 	// record does not bound it: a failover may have lost earlier sends.
 	payment, err := dbsqlc.New().PaymentGetByIdempotencyKeyID(ctx, r.Engine.Pool(), &key.ID)
-	if err = db.InterpretError(err); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("error loading payment of idempotency key %d: %w", key.ID, err)
 	}
 	req := &ChargeRequest{Intent: intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey}}
@@ -135,7 +134,7 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 				ErrResolutionRefused, pi.ID, pi.Status)
 		}
 	}
-	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		payment, err := paymentOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -156,12 +155,12 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 
 // paymentOfKey is the payment a parked key made; only payment keys are
 // settled here.
-func paymentOfKey(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*dbsqlc.Payment, error) {
+func paymentOfKey(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*dbsqlc.Payment, error) {
 	if key.Flow != FlowName {
 		return nil, fmt.Errorf("%w: key %d is a %s (%s %s), not a payment", ErrResolutionRefused, key.ID, key.Flow, key.RequestMethod, key.RequestPath)
 	}
 	p, err := dbsqlc.New().PaymentGetByIdempotencyKeyID(ctx, tx, &key.ID)
-	if err = db.InterpretError(err); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("error loading payment of idempotency key %d: %w", key.ID, err)
 	}
 	return p, nil
@@ -169,7 +168,7 @@ func paymentOfKey(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*
 
 // auditResolution records who settled what: the operator's word, and the
 // error that had parked the key.
-func auditResolution(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey, paymentID int64, as, piID string) error {
+func auditResolution(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey, paymentID int64, as, piID string) error {
 	data, err := json.Marshal(map[string]any{
 		"idempotency_key_id": key.ID, "as": as, "stripe_payment_intent_id": piID,
 		"parked_because": key.LastError, "resolved_by": "operator",

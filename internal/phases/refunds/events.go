@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stripe/stripe-go/v79"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/phases"
 )
@@ -26,7 +26,7 @@ type EventSettler struct {
 // contradicts what is recorded: a Refund of this intent with another
 // amount, a key parked for a conflict (the operator's alone), or money
 // moving for a refund recorded as failed or not refunded.
-func (s *EventSettler) Settle(ctx context.Context, tx pgx.Tx, refund *dbsqlc.Refund, sr *stripe.Refund, at time.Time) (ignored string, err error) {
+func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, sr *stripe.Refund, at time.Time) (ignored string, err error) {
 	status := outcomeOf(sr).Status
 	switch {
 	case sr.Amount != refund.Amount:

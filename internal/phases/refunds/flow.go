@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
@@ -35,26 +33,33 @@ const (
 )
 
 type flow struct {
-	pool      *pgxpool.Pool
+	pool      *db.Pool
 	namespace uuid.UUID
 	refunder  *Refunder
 	queries   *dbsqlc.Queries
 }
 
+// state is what the decision hands to the Stripe call: the refund as last
+// written and its payment's PaymentIntent.
+type state struct {
+	refund          *dbsqlc.Refund
+	paymentIntentID string
+}
+
 // NewFlow returns the refund flow for the phase engine. namespace is the
 // deployment's (see package intent).
-func NewFlow(pool *pgxpool.Pool, namespace uuid.UUID, refunder *Refunder) phases.Flow {
+func NewFlow(pool *db.Pool, namespace uuid.UUID, refunder *Refunder) phases.Flow[state] {
 	f := &flow{pool: pool, namespace: namespace, refunder: refunder, queries: dbsqlc.New()}
-	return phases.Flow{Name: FlowName, Steps: map[phases.RecoveryPoint]phases.Step{
-		phases.Started: phases.Local(f.decide),
-		RefundCreated:  phases.Foreign(f.refund, f.record),
+	return phases.Flow[state]{Name: FlowName, Load: f.load, Steps: []phases.Step[state]{
+		phases.Local(phases.Started, f.decide),
+		phases.Foreign(RefundCreated, f.refund, f.record),
 	}}
 }
 
 // decide locks the payment and decides the refund against what its other
 // refunds, in flight or done, already take. A refusal is stored and
 // replayed like any answer.
-func (f *flow) decide(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.Transition, error) {
+func (f *flow) decide(ctx context.Context, tx db.Tx, run *phases.Run, s *state) (phases.Transition, error) {
 	var p Params
 	if err := json.Unmarshal(run.Key.RequestParams, &p); err != nil {
 		return phases.Transition{}, fmt.Errorf("error decoding stored request: %w", err)
@@ -63,7 +68,6 @@ func (f *flow) decide(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.T
 	publicID, err := p.PaymentID.Resolve(ctx, tx, run.Key.UserID)
 	if err == nil {
 		payment, err = f.queries.PaymentLockForRefund(ctx, tx, &dbsqlc.PaymentLockForRefundParams{UserID: run.Key.UserID, PublicID: publicID})
-		err = db.InterpretError(err)
 	}
 	if err != nil {
 		// The API checked the payment before reserving the key, and
@@ -101,26 +105,16 @@ func (f *flow) decide(ctx context.Context, tx pgx.Tx, run *phases.Run) (phases.T
 	if err != nil {
 		return phases.Transition{}, fmt.Errorf("error inserting refund: %w", err)
 	}
-	phases.Keep(run, &state{refund: (*dbsqlc.Refund)(row), paymentIntentID: *payment.StripePaymentIntentID})
-	return phases.AdvanceTo(RefundCreated), nil
-}
-
-// state is what the decision hands to the Stripe call.
-type state struct {
-	refund          *dbsqlc.Refund
-	paymentIntentID string
+	*s = state{refund: (*dbsqlc.Refund)(row), paymentIntentID: *payment.StripePaymentIntentID}
+	return phases.Next(), nil
 }
 
 // refund is the flow's one foreign call.
-func (f *flow) refund(ctx context.Context, run *phases.Run) (*Outcome, error) {
-	st, err := f.state(ctx, f.pool, run)
-	if err != nil {
-		return nil, err
-	}
-	r := st.refund
+func (f *flow) refund(ctx context.Context, run *phases.Run, s *state) (*Outcome, error) {
+	r := s.refund
 	return f.refunder.Refund(ctx, &Request{
 		Intent:          f.intentOf(run.Key),
-		PaymentIntentID: st.paymentIntentID,
+		PaymentIntentID: s.paymentIntentID,
 		Amount:          r.Amount,
 		Currency:        r.Currency,
 		Reason:          r.Reason,
@@ -130,19 +124,15 @@ func (f *flow) refund(ctx context.Context, run *phases.Run) (*Outcome, error) {
 			Attempt:      int(r.RefundAttempt),
 			AttemptAt:    r.RefundAttemptAt,
 			SpentAt:      r.RefundAttemptSpentAt,
-			Progress:     &progress{flow: f, run: run, st: st},
+			Progress:     &progress{flow: f, run: run, st: s},
 		},
 	})
 }
 
 // record stores what Stripe made of the refund; a failed or refused refund
 // gives its amount back to the payment.
-func (f *flow) record(ctx context.Context, tx pgx.Tx, run *phases.Run, out *Outcome) (phases.Transition, error) {
-	st, err := f.state(ctx, tx, run)
-	if err != nil {
-		return phases.Transition{}, err
-	}
-	resp, err := recordOutcome(ctx, tx, st.refund, out)
+func (f *flow) record(ctx context.Context, tx db.Tx, run *phases.Run, s *state, out *Outcome) (phases.Transition, error) {
+	resp, err := recordOutcome(ctx, tx, s.refund, out)
 	if errors.Is(err, db.ErrNotFound) {
 		// A webhook settled the refund, and finished its key, first.
 		return phases.Transition{}, phases.ErrLeaseLost
@@ -155,7 +145,7 @@ func (f *flow) record(ctx context.Context, tx pgx.Tx, run *phases.Run, out *Outc
 // recordOutcome records out on refund, moving the payment's amounts with
 // it, and returns the answer the refund's key stores: the refund, or the
 // refusal. db.ErrNotFound means Stripe's own word moved the refund first.
-func recordOutcome(ctx context.Context, tx pgx.Tx, refund *dbsqlc.Refund, out *Outcome) (*phases.Response, error) {
+func recordOutcome(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, out *Outcome) (*phases.Response, error) {
 	update := &dbsqlc.RefundRecordOutcomeParams{ID: refund.ID, Status: out.Status}
 	if out.StripeRefundID != "" {
 		update.StripeRefundID = &out.StripeRefundID
@@ -167,7 +157,7 @@ func recordOutcome(ctx context.Context, tx pgx.Tx, refund *dbsqlc.Refund, out *O
 		update.Status, update.FailureReason = StatusFailed, &out.Code
 	}
 	row, err := dbsqlc.New().RefundRecordOutcome(ctx, tx, update)
-	if err = db.InterpretError(err); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("error recording refund: %w", err)
 	}
 	if out.Rejected {
@@ -176,34 +166,26 @@ func recordOutcome(ctx context.Context, tx pgx.Tx, refund *dbsqlc.Refund, out *O
 	return createdResponse((*dbsqlc.Refund)(row)), nil
 }
 
-// state is the run's refund and its PaymentIntent: handed over by the
-// decision, or read back when the run resumed the key.
-func (f *flow) state(ctx context.Context, dbtx dbsqlc.DBTX, run *phases.Run) (*state, error) {
-	if st, ok := phases.Kept[*state](run); ok {
-		return st, nil
-	}
-	st, err := f.load(ctx, dbtx, run.Key)
-	if err != nil {
-		return nil, err
-	}
-	phases.Keep(run, st)
-	return st, nil
+// load reads back the refund of a key a run resumes, and its PaymentIntent.
+func (f *flow) load(ctx context.Context, tx db.Tx, run *phases.Run) (state, error) {
+	return load(ctx, tx, run.Key.ID)
 }
 
-// load reads the refund of key and its PaymentIntent.
-func (f *flow) load(ctx context.Context, dbtx dbsqlc.DBTX, key *dbsqlc.IdempotencyKey) (*state, error) {
-	refund, err := f.queries.RefundGetByIdempotencyKeyID(ctx, dbtx, &key.ID)
-	if err = db.InterpretError(err); err != nil {
-		return nil, fmt.Errorf("error loading refund of idempotency key %d: %w", key.ID, err)
+// load reads the refund of key keyID and its PaymentIntent.
+func load(ctx context.Context, q dbsqlc.DBTX, keyID int64) (state, error) {
+	queries := dbsqlc.New()
+	refund, err := queries.RefundGetByIdempotencyKeyID(ctx, q, &keyID)
+	if err != nil {
+		return state{}, fmt.Errorf("error loading refund of idempotency key %d: %w", keyID, err)
 	}
-	payment, err := f.queries.PaymentGetByIDForUser(ctx, dbtx, &dbsqlc.PaymentGetByIDForUserParams{ID: refund.PaymentID, UserID: refund.UserID})
-	if err = db.InterpretError(err); err != nil {
-		return nil, fmt.Errorf("error loading payment %d: %w", refund.PaymentID, err)
+	payment, err := queries.PaymentGetByIDForUser(ctx, q, &dbsqlc.PaymentGetByIDForUserParams{ID: refund.PaymentID, UserID: refund.UserID})
+	if err != nil {
+		return state{}, fmt.Errorf("error loading payment %d: %w", refund.PaymentID, err)
 	}
 	if payment.StripePaymentIntentID == nil {
-		return nil, errors.New("a refunded payment has no PaymentIntent")
+		return state{}, errors.New("a refunded payment has no PaymentIntent")
 	}
-	return &state{refund: refund, paymentIntentID: *payment.StripePaymentIntentID}, nil
+	return state{refund: refund, paymentIntentID: *payment.StripePaymentIntentID}, nil
 }
 
 // progress records a refund's Stripe attempts on its row, fenced by the
@@ -216,12 +198,12 @@ type progress struct {
 
 func (p *progress) Spent(ctx context.Context, attempt int) (time.Time, error) {
 	var spentAt time.Time
-	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx db.Tx) error {
 		row, err := p.flow.queries.RefundMarkAttemptSpent(ctx, tx, &dbsqlc.RefundMarkAttemptSpentParams{
 			ID: p.st.refund.ID, RefundAttempt: int32(attempt),
 		})
 		if err != nil {
-			return fmt.Errorf("error recording spent Stripe attempt: %w", db.InterpretError(err))
+			return fmt.Errorf("error recording spent Stripe attempt: %w", err)
 		}
 		spentAt, p.st.refund = *row.RefundAttemptSpentAt, (*dbsqlc.Refund)(row)
 		return nil
@@ -231,12 +213,12 @@ func (p *progress) Spent(ctx context.Context, attempt int) (time.Time, error) {
 
 func (p *progress) Next(ctx context.Context, attempt int) (time.Time, error) {
 	var at time.Time
-	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := p.run.Checkpoint(ctx, func(ctx context.Context, tx db.Tx) error {
 		row, err := p.flow.queries.RefundNextAttempt(ctx, tx, &dbsqlc.RefundNextAttemptParams{
 			ID: p.st.refund.ID, RefundAttempt: int32(attempt),
 		})
 		if err != nil {
-			return fmt.Errorf("error moving to the next Stripe attempt: %w", db.InterpretError(err))
+			return fmt.Errorf("error moving to the next Stripe attempt: %w", err)
 		}
 		p.st.refund, at = row, row.RefundAttemptAt
 		return nil

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/idempotency"
@@ -84,9 +82,9 @@ func DecodeParams(body []byte, paymentID string) (*Params, []problem.FieldError)
 	return &p, nil
 }
 
-// Admitter refuses, before its key is reserved, a refund of a payment that
+// AdmitRefund refuses, before its key is reserved, a refund of a payment that
 // is not the caller's or does not exist: 404, not stored.
-func Admitter(pool *pgxpool.Pool) func(ctx context.Context, userID int64, params []byte) (*problem.Problem, error) {
+func AdmitRefund(pool *db.Pool) func(ctx context.Context, userID int64, params []byte) (*problem.Problem, error) {
 	q := dbsqlc.New()
 	return func(ctx context.Context, userID int64, params []byte) (*problem.Problem, error) {
 		var p Params
@@ -97,7 +95,7 @@ func Admitter(pool *pgxpool.Pool) func(ctx context.Context, userID int64, params
 		if err == nil {
 			_, err = q.PaymentGetByPublicIDForUser(ctx, pool, &dbsqlc.PaymentGetByPublicIDForUserParams{UserID: userID, PublicID: publicID})
 		}
-		switch err = db.InterpretError(err); {
+		switch {
 		case errors.Is(err, db.ErrNotFound):
 			return problem.New(problem.NotFound, "No such payment."), nil
 		case err != nil:

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/stripe/stripe-go/v79"
 
 	"github.com/paymentsd/paymentsd/internal/db"
@@ -37,7 +36,7 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*
 	if err != nil {
 		return nil, err
 	}
-	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		st, err := refundOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -64,7 +63,7 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*
 // not_refunded.
 func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Response, error) {
 	key, err := dbsqlc.New().IdempotencyKeyGetByID(ctx, r.Engine.Pool(), keyID)
-	if err = db.InterpretError(err); err != nil {
+	if err != nil {
 		if errors.Is(err, db.ErrNotFound) {
 			return nil, phases.ErrNotAwaitingOperator
 		}
@@ -93,7 +92,7 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 			return nil, fmt.Errorf("%w: Refund %s of this intent is %s: resolve it as charged", payments.ErrResolutionRefused, sr.ID, sr.Status)
 		}
 	}
-	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		st, err := refundOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -104,7 +103,7 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 }
 
 // settle records the operator's outcome on the refund and audits it.
-func settle(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey, refund *dbsqlc.Refund, out *Outcome, as string) (*phases.Response, error) {
+func settle(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey, refund *dbsqlc.Refund, out *Outcome, as string) (*phases.Response, error) {
 	resp, err := recordOutcome(ctx, tx, refund, out)
 	if err != nil {
 		return nil, err
@@ -120,11 +119,11 @@ func settle(ctx context.Context, tx pgx.Tx, key *dbsqlc.IdempotencyKey, refund *
 }
 
 // refundOfKey is the refund a parked key made, with its PaymentIntent.
-func refundOfKey(ctx context.Context, dbtx dbsqlc.DBTX, key *dbsqlc.IdempotencyKey) (*state, error) {
+func refundOfKey(ctx context.Context, q dbsqlc.DBTX, key *dbsqlc.IdempotencyKey) (state, error) {
 	if key.Flow != FlowName {
-		return nil, fmt.Errorf("%w: key %d is a %s, not a refund", payments.ErrResolutionRefused, key.ID, key.Flow)
+		return state{}, fmt.Errorf("%w: key %d is a %s, not a refund", payments.ErrResolutionRefused, key.ID, key.Flow)
 	}
-	return (&flow{queries: dbsqlc.New()}).load(ctx, dbtx, key)
+	return load(ctx, q, key.ID)
 }
 
 // retrieve reads one Refund; a missing one is a refusal.
