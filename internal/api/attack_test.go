@@ -10,13 +10,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/stripe/stripe-go/v79"
 
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
@@ -27,24 +25,6 @@ import (
 // Attacks on the charge path from a payments engineer's review. Each test
 // reproduced a defect; each defect is fixed, and the test stays so it cannot
 // come back.
-
-// skewedEmulator is an emulator whose clock (Stripe's) is time.Now() plus an
-// offset the test moves: a way to let Stripe's 24 hours pass, or to have
-// made a request "long ago".
-type skewedEmulator struct {
-	*testutil.Emulator
-	offset atomic.Int64
-}
-
-func startSkewedEmulator(t *testing.T, opts stripefake.Options) *skewedEmulator {
-	t.Helper()
-	em := &skewedEmulator{}
-	opts.Now = func() time.Time { return time.Now().Add(time.Duration(em.offset.Load())) }
-	em.Emulator = testutil.StartEmulator(t, opts)
-	return em
-}
-
-func (em *skewedEmulator) setOffset(d time.Duration) { em.offset.Store(int64(d)) }
 
 // expireKey ages a finished key past retention, reaps it (leaving its
 // tombstone), then ages the tombstone past its own retention and deletes it:
@@ -151,38 +131,6 @@ func TestOperatorResolvesNotChargedOnABusyAccount(t *testing.T) {
 	_, err := svc.App.Resolver.NotCharged(context.Background(), keyID(t, svc, "parked"))
 	require.NoError(t, err, "nothing of this intent exists at Stripe; the operator must be able to say so")
 }
-
-// plantMany creates n succeeded PaymentIntents with no paymentsd metadata.
-func plantMany(t *testing.T, em *testutil.Emulator, n int) {
-	t.Helper()
-	sc := stripeClient(em)
-	var (
-		wg   sync.WaitGroup
-		next atomic.Int64
-		errs atomic.Int64
-	)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				_, err := sc.PaymentIntents.New(&stripe.PaymentIntentParams{
-					Amount: stripe.Int64(1000), Currency: stripe.String("usd"),
-					PaymentMethod: stripe.String("pm_card_visa"), Confirm: stripe.Bool(true),
-				})
-				if err != nil {
-					errs.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	require.Zero(t, errs.Load())
-}
-
-// quietCompleter keeps the background completer off the test's keys, so
-// only the test's own requests drive them.
-var quietCompleter = workers.Config{Completer: workers.CompleterConfig{MinIdle: time.Hour}}
 
 // rewritingProxy serves the emulator through a proxy that lets rewrite
 // change the body of an answer to a PaymentIntent create: a way to have

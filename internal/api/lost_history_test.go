@@ -2,40 +2,18 @@ package api_test
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
-
-// forgetEverything deletes every row a request committed, as a failover to
-// an asynchronous standby or a restore loses them, in one transaction
-// (retried if the receipt dispatcher's own deadlocks with it).
-func forgetEverything(t *testing.T, svc *testutil.Service) {
-	t.Helper()
-	require.NoError(t, db.WithTx(context.Background(), svc.Pool, func(ctx context.Context, tx db.Tx) error {
-		_, err := tx.Exec(ctx, `
-			DELETE FROM receipt_outbox;
-			DELETE FROM receipts;
-			DELETE FROM refunds;
-			DELETE FROM payments;
-			DELETE FROM audit_records;
-			DELETE FROM idempotency_keys;`)
-		return err
-	}))
-}
 
 // Defect: a create that Stripe executed but answered with a 500, five
 // minutes before the database lost the key's rows. The retry is new to the
@@ -84,29 +62,6 @@ func TestSkewedClocksNeverHideTheChargeOfA500(t *testing.T) {
 	pis := em.PaymentIntents()
 	require.Len(t, pis, 1, "adopted, not charged again")
 	require.Equal(t, pis[0].ID, *decode[payment](t, resp).StripePaymentIntentID)
-}
-
-// switchableFront serves the emulator through a reverse proxy that, while
-// down for a request (fail returns true), drops the connection without an
-// answer: Stripe unreachable for that request.
-func switchableFront(t *testing.T, em *testutil.Emulator, fail func(r *http.Request) bool) *testutil.Emulator {
-	t.Helper()
-	target, err := url.Parse(em.URL)
-	require.NoError(t, err)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if fail(r) {
-			conn, _, err := w.(http.Hijacker).Hijack()
-			if err == nil {
-				_ = conn.(*net.TCPConn).SetLinger(0)
-				_ = conn.Close()
-			}
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return &testutil.Emulator{Server: em.Server, URL: srv.URL}
 }
 
 // Defect (found after 70e3608): lost history reaching the lookup on the

@@ -3,7 +3,6 @@ package api_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -15,51 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/internal/idempotency"
-	"github.com/paymentsd/paymentsd/internal/ids"
 	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
-
-const visa = `{"amount": 2000, "currency": "usd", "payment_method": "pm_card_visa", "description": "order 1"}`
-
-type payment struct {
-	ID                    string  `json:"id"`
-	Amount                int64   `json:"amount"`
-	Currency              string  `json:"currency"`
-	Status                string  `json:"status"`
-	StripePaymentIntentID *string `json:"stripe_payment_intent_id"`
-	Description           *string `json:"description"`
-	CreatedAt             string  `json:"created_at"`
-}
-
-type problemBody struct {
-	Type        string `json:"type"`
-	Status      int    `json:"status"`
-	Detail      string `json:"detail"`
-	PaymentID   string `json:"payment_id"`
-	DeclineCode string `json:"decline_code"`
-	Errors      []struct {
-		Pointer string `json:"pointer"`
-	} `json:"errors"`
-}
-
-func decode[T any](t *testing.T, resp *testutil.Response) T {
-	t.Helper()
-	var v T
-	require.NoError(t, json.Unmarshal(resp.Body, &v), "body: %s", resp.Body)
-	return v
-}
-
-func requireProblem(t *testing.T, resp *testutil.Response, status int, slug string) problemBody {
-	t.Helper()
-	require.Equal(t, status, resp.Status, "body: %s", resp.Body)
-	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
-	p := decode[problemBody](t, resp)
-	require.Equal(t, "https://paymentsd.dev/problems/"+slug, p.Type)
-	require.Equal(t, status, p.Status)
-	return p
-}
 
 func TestCreatePayment(t *testing.T) {
 	t.Parallel()
@@ -363,19 +321,6 @@ func TestAuthAndMediaType(t *testing.T) {
 
 	// The refused requests reserved nothing: the key is still fresh.
 	require.Equal(t, http.StatusCreated, svc.PostPayment(t, apiKey, "k", visa).Status)
-}
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// rowID is the database's own id of the payment whose public id is id, for
-// tests that read the rows that refer to it.
-func rowID(t *testing.T, svc *testutil.Service, id string) int64 {
-	t.Helper()
-	public, err := ids.Parse(ids.Payment, id)
-	require.NoError(t, err)
-	var n int64
-	require.NoError(t, svc.Pool.QueryRow(context.Background(), "SELECT id FROM payments WHERE public_id = $1", public).Scan(&n))
-	return n
 }
 
 func splitHostPort(t *testing.T, addr string) (string, uint16) {

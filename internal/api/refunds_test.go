@@ -15,38 +15,6 @@ import (
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
 
-type refund struct {
-	ID             string  `json:"id"`
-	PaymentID      string  `json:"payment_id"`
-	Amount         int64   `json:"amount"`
-	Currency       string  `json:"currency"`
-	Status         string  `json:"status"`
-	Reason         *string `json:"reason"`
-	StripeRefundID *string `json:"stripe_refund_id"`
-}
-
-// postRefund sends POST /payments/{id}/refunds.
-func postRefund(t testing.TB, svc *testutil.Service, apiKey, idemKey, paymentID, body string) *testutil.Response {
-	t.Helper()
-	return svc.Do(t, http.MethodPost, "/payments/"+paymentID+"/refunds", body,
-		"Authorization", "Bearer "+apiKey, "Idempotency-Key", idemKey, "Content-Type", "application/json")
-}
-
-// paid makes a succeeded payment of 2000 and returns it.
-func paid(t *testing.T, svc *testutil.Service, apiKey, key string) payment {
-	t.Helper()
-	resp := svc.PostPayment(t, apiKey, key, visa)
-	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
-	return decode[payment](t, resp)
-}
-
-func getPaymentOf(t *testing.T, svc *testutil.Service, apiKey, id string) map[string]any {
-	t.Helper()
-	resp := svc.Do(t, http.MethodGet, "/payments/"+id, "", "Authorization", "Bearer "+apiKey)
-	require.Equal(t, http.StatusOK, resp.Status)
-	return decode[map[string]any](t, resp)
-}
-
 func TestRefundPartThenTheRestThenNoMore(t *testing.T) {
 	t.Parallel()
 	svc := testutil.StartService(t, testutil.ServiceOptions{})

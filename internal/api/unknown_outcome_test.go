@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
-	"github.com/stripe/stripe-go/v79"
-	"github.com/stripe/stripe-go/v79/client"
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/intent"
@@ -17,54 +14,11 @@ import (
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
-	"github.com/paymentsd/paymentsd/internal/workers"
 )
 
 // These tests hold the charge path to what Stripe documents, not to what a
 // kind emulator would let pass: a 500 may have charged, search lags writes,
 // a request outlives its client, and other databases share the account.
-
-// namespaceOf is the service's deployment namespace.
-func namespaceOf(t *testing.T, svc *testutil.Service) uuid.UUID {
-	t.Helper()
-	var ns uuid.UUID
-	require.NoError(t, svc.Pool.QueryRow(context.Background(), "SELECT namespace FROM deployment").Scan(&ns))
-	return ns
-}
-
-// stripeClient talks to the emulator as another Stripe client would: to
-// plant PaymentIntents that paymentsd did not create.
-func stripeClient(em *testutil.Emulator) *client.API {
-	backend := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
-		URL: stripe.String(em.URL), MaxNetworkRetries: stripe.Int64(0),
-		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
-	})
-	return client.New("sk_test_planter", &stripe.Backends{API: backend, Connect: backend, Uploads: backend})
-}
-
-// plant creates a succeeded PaymentIntent carrying metadata.
-func plant(t *testing.T, em *testutil.Emulator, amount int64, metadata map[string]string) *stripe.PaymentIntent {
-	t.Helper()
-	params := &stripe.PaymentIntentParams{
-		Amount: stripe.Int64(amount), Currency: stripe.String("usd"),
-		PaymentMethod: stripe.String("pm_card_visa"), Confirm: stripe.Bool(true),
-	}
-	for k, v := range metadata {
-		params.AddMetadata(k, v)
-	}
-	pi, err := stripeClient(em).PaymentIntents.New(params)
-	require.NoError(t, err)
-	return pi
-}
-
-// keyID is the id of the user's key.
-func keyID(t *testing.T, svc *testutil.Service, key string) int64 {
-	t.Helper()
-	var id int64
-	require.NoError(t, svc.Pool.QueryRow(context.Background(),
-		"SELECT id FROM idempotency_keys WHERE idempotency_key = $1", key).Scan(&id))
-	return id
-}
 
 // Defect: after a replayed 500 the charger searched once, found nothing
 // (the index lags) and charged again under the next Stripe key.
@@ -277,20 +231,4 @@ func TestOperatorResolvesAsChargedOnlyWithAMatchingPaymentIntent(t *testing.T) {
 
 	_, err = svc.App.Resolver.Charged(context.Background(), id, right.ID)
 	require.ErrorIs(t, err, phases.ErrNotAwaitingOperator, "settled once")
-}
-
-// completer is a completer over the service that takes any idle key at once.
-func completer(svc *testutil.Service) *workers.CompleterWorker {
-	return &workers.CompleterWorker{
-		Pool: svc.Pool, Engine: svc.App.Engine,
-		Config: workers.CompleterConfig{MinIdle: time.Millisecond, Backoff: time.Millisecond},
-	}
-}
-
-// requireMetric asserts that /metrics carries the line want.
-func requireMetric(t *testing.T, svc *testutil.Service, want string) {
-	t.Helper()
-	resp := svc.Do(t, http.MethodGet, "/metrics", "")
-	require.Equal(t, http.StatusOK, resp.Status)
-	require.Contains(t, string(resp.Body), want+"\n")
 }

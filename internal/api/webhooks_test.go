@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79/webhook"
 
-	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
@@ -109,15 +108,6 @@ func TestWebhookSettlesALostAnswerWithoutCallingStripe(t *testing.T) {
 	require.Equal(t, pis[0].ID, *decode[payment](t, resp).StripePaymentIntentID)
 	require.Equal(t, requests, svc.Stripe.Stats().CreateRequests, "no call to Stripe after the event")
 	require.Equal(t, 1, receipts(t, svc))
-}
-
-// receipts counts the receipts recorded or waiting in the outbox.
-func receipts(t *testing.T, svc *testutil.Service) int {
-	t.Helper()
-	var n int
-	require.NoError(t, svc.Pool.QueryRow(context.Background(),
-		"SELECT (SELECT count(*) FROM receipts) + (SELECT count(*) FROM receipt_outbox)").Scan(&n))
-	return n
 }
 
 // A key parked for an operator leaves the queue when Stripe's event settles
@@ -220,10 +210,4 @@ func TestWebhookDisputeMarksThePayment(t *testing.T) {
 	var reason string
 	require.NoError(t, svc.Pool.QueryRow(context.Background(), "SELECT reason FROM stripe_events WHERE outcome = 'ignored'").Scan(&reason))
 	require.Contains(t, reason, "pi_unknown")
-}
-
-// intentOf is the intent of the user's key in the service's deployment.
-func intentOf(t *testing.T, svc *testutil.Service, userID int64, key string) intent.Intent {
-	t.Helper()
-	return intent.Intent{Namespace: namespaceOf(t, svc), UserID: userID, Key: key}
 }
