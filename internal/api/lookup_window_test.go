@@ -16,45 +16,8 @@ import (
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
+	"github.com/paymentsd/paymentsd/internal/workers"
 )
-
-// Where a lookup looks, found by a review of 8a35f66..888d704 (each test
-// failed there): a key's own charge a day on, a restore of an older
-// backup, a lookup that failed on the first run, a Refund of an earlier
-// use of a key, a Date header a proxy rewrote.
-
-// ageKey moves a key's recorded creation back by d: the database's record
-// of d having passed since it was made. Its last run stays recent, so the
-// (quiet) completer leaves it to the test.
-func ageKey(t *testing.T, svc *testutil.Service, key string, d time.Duration) {
-	t.Helper()
-	_, err := svc.Pool.Exec(context.Background(), `UPDATE idempotency_keys
-		SET created_at = created_at - $2::interval
-		WHERE idempotency_key = $1`, key, d.String())
-	require.NoError(t, err)
-	_, err = svc.Pool.Exec(context.Background(), `UPDATE payments
-		SET created_at = created_at - $2::interval, charge_attempt_at = charge_attempt_at - $2::interval
-		WHERE idempotency_key_id = (SELECT id FROM idempotency_keys WHERE idempotency_key = $1)`, key, d.String())
-	require.NoError(t, err)
-}
-
-// chargedADayAgo makes key's first send, 26 hours ago in Stripe's clock and
-// in the database's record, the indeterminate 500 that did charge; then
-// nothing ran the key until now (lookups failing through a Stripe incident,
-// every server down, a busy account's reconcile list too long all day).
-func chargedADayAgo(t *testing.T, em *skewedEmulator, svc *testutil.Service, apiKey, key string) {
-	t.Helper()
-	em.setOffset(-26 * time.Hour)
-	em.Inject(stripefake.Fault{Kind: stripefake.Fault500Charged})
-	requireProblem(t, svc.PostPayment(t, apiKey, key, visa), http.StatusServiceUnavailable, "processor-unavailable")
-	em.setOffset(0)
-	require.Len(t, em.PaymentIntents(), 1, "the 500 did charge")
-	ageKey(t, svc, key, 26*time.Hour)
-	// Another payment today: the charger measures Stripe's clock as it is
-	// now (the skew it measured 26 h "ago" would move the lookup's window
-	// back by a day and hide the defect).
-	paid(t, svc, apiKey, key+"-today")
-}
 
 // Defect: reconcile (past the send cut-off, lookup alone) searches only
 // from searchHorizon (24 h) before its list window, and the list window is
@@ -99,20 +62,6 @@ func TestOperatorNotChargedSeesAChargeOlderThanADay(t *testing.T) {
 	_, err = svc.App.Resolver.NotCharged(context.Background(), keyID(t, svc, "parked-day-old"))
 	require.ErrorIs(t, err, payments.ErrResolutionRefused,
 		"PaymentIntent %s of this intent succeeded 26 h ago: the operator must not be allowed to say not charged", chargeOf(t, em))
-}
-
-// chargeOf is the id of the emulator's oldest PaymentIntent.
-func chargeOf(t *testing.T, em *skewedEmulator) string {
-	t.Helper()
-	pis := em.PaymentIntents()
-	require.NotEmpty(t, pis)
-	oldest := pis[0]
-	for _, pi := range pis {
-		if pi.Created.Before(oldest.Created) {
-			oldest = pi
-		}
-	}
-	return oldest.ID
 }
 
 // Defect: the pre-send lookup after a loss searches only from a day (and
@@ -209,6 +158,64 @@ func TestAWrongDateHeaderNeverHidesTheChargeOfA500(t *testing.T) {
 	require.Len(t, em.PaymentIntents(), 1, "charged twice for one intent (answer %d %s)", resp.Status, resp.Body)
 }
 
+// Defect: the lookup that settled an indeterminate 500 matched PaymentIntents
+// by intent (namespace, user, client key) through search, with no bound in
+// time. Once a key's tombstone has expired the key is "new again" (by
+// design), but its intent is the same as the old request's: the lookup of
+// the new request finds the old request's PaymentIntent, from months ago.
+//   - same amount: it is adopted as this payment's charge (a charge that did
+//     not happen), and since the old payment row holds that PaymentIntent the
+//     record fails on the unique index: 500 on every retry, for ever, and
+//     the completer never gets further either.
+//   - another amount: the key is parked, and the operator can resolve it
+//     neither way: not-charged is refused (a PaymentIntent of the intent
+//     succeeded), charged is refused (its amount differs). Stranded for ever.
+func TestAKeyReusedAfterItsTombstoneExpiredNeverAdoptsTheOldCharge(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		body string
+	}{
+		{"same request", visa},
+		{"another amount", strings.Replace(visa, "2000", "3000", 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			em := startSkewedEmulator(t, stripefake.Options{})
+			svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em.Emulator, Workers: quietCompleter})
+			_, apiKey := svc.NewUser(t)
+
+			// 91 days ago (Stripe's clock): the key's first use.
+			em.setOffset(-91 * 24 * time.Hour)
+			first := svc.PostPayment(t, apiKey, "monthly", visa)
+			require.Equal(t, http.StatusCreated, first.Status, "body: %s", first.Body)
+			oldPI := *decode[payment](t, first).StripePaymentIntentID
+			expireKey(t, svc, "monthly")
+			em.setOffset(0)
+
+			// Today: the key is used again. Its first create meets a plain 500
+			// (nothing created); the retry finds the key spent and looks up.
+			em.Inject(stripefake.Fault{Kind: stripefake.Fault500})
+			requireProblem(t, svc.PostPayment(t, apiKey, "monthly", tc.body), http.StatusServiceUnavailable, "processor-unavailable")
+			retry := svc.PostPayment(t, apiKey, "monthly", tc.body)
+
+			if retry.Status == http.StatusServiceUnavailable {
+				// Parked: the operator must be able to settle it one way or the
+				// other. Nothing was charged for this request.
+				id := keyID(t, svc, "monthly")
+				_, errCharged := svc.App.Resolver.Charged(context.Background(), id, oldPI)
+				_, errNotCharged := svc.App.Resolver.NotCharged(context.Background(), id)
+				require.NoError(t, errNotCharged, "the key (answered %d %s) is stranded: as charged: %v; as not charged",
+					retry.Status, retry.Body, errCharged)
+				return
+			}
+			require.Equal(t, http.StatusCreated, retry.Status, "body: %s", retry.Body)
+			require.NotEqual(t, oldPI, *decode[payment](t, retry).StripePaymentIntentID,
+				"the new payment must not claim the 91-day-old PaymentIntent")
+		})
+	}
+}
+
 // Defect: the refund lookup lists every Refund of the PaymentIntent that
 // carries the refund's intent, with no bound in time (the payment side's
 // searchHorizon was added for exactly this). A refund key reused once its
@@ -236,4 +243,72 @@ func TestRefundKeyReusedAfterItsTombstoneExpiredNeverAdoptsTheOldRefund(t *testi
 	retry := postRefund(t, svc, apiKey, "refund-order-7", p.ID, `{"amount": 500}`)
 	require.Equal(t, http.StatusCreated, retry.Status, "body: %s", retry.Body)
 	require.Len(t, em.Refunds(), 2, "the second refund must be made, not the first one's adopted")
+}
+
+// ageKey moves a key's recorded creation back by d: the database's record
+// of d having passed since it was made. Its last run stays recent, so the
+// (quiet) completer leaves it to the test.
+func ageKey(t *testing.T, svc *testutil.Service, key string, d time.Duration) {
+	t.Helper()
+	_, err := svc.Pool.Exec(context.Background(), `UPDATE idempotency_keys
+		SET created_at = created_at - $2::interval
+		WHERE idempotency_key = $1`, key, d.String())
+	require.NoError(t, err)
+	_, err = svc.Pool.Exec(context.Background(), `UPDATE payments
+		SET created_at = created_at - $2::interval, charge_attempt_at = charge_attempt_at - $2::interval
+		WHERE idempotency_key_id = (SELECT id FROM idempotency_keys WHERE idempotency_key = $1)`, key, d.String())
+	require.NoError(t, err)
+}
+
+// chargedADayAgo makes key's first send, 26 hours ago in Stripe's clock and
+// in the database's record, the indeterminate 500 that did charge; then
+// nothing ran the key until now (lookups failing through a Stripe incident,
+// every server down, a busy account's reconcile list too long all day).
+func chargedADayAgo(t *testing.T, em *skewedEmulator, svc *testutil.Service, apiKey, key string) {
+	t.Helper()
+	em.setOffset(-26 * time.Hour)
+	em.Inject(stripefake.Fault{Kind: stripefake.Fault500Charged})
+	requireProblem(t, svc.PostPayment(t, apiKey, key, visa), http.StatusServiceUnavailable, "processor-unavailable")
+	em.setOffset(0)
+	require.Len(t, em.PaymentIntents(), 1, "the 500 did charge")
+	ageKey(t, svc, key, 26*time.Hour)
+	// Another payment today: the charger measures Stripe's clock as it is
+	// now (the skew it measured 26 h "ago" would move the lookup's window
+	// back by a day and hide the defect).
+	paid(t, svc, apiKey, key+"-today")
+}
+
+// chargeOf is the id of the emulator's oldest PaymentIntent.
+func chargeOf(t *testing.T, em *skewedEmulator) string {
+	t.Helper()
+	pis := em.PaymentIntents()
+	require.NotEmpty(t, pis)
+	oldest := pis[0]
+	for _, pi := range pis {
+		if pi.Created.Before(oldest.Created) {
+			oldest = pi
+		}
+	}
+	return oldest.ID
+}
+
+// expireKey ages a finished key past retention, reaps it (leaving its
+// tombstone), then ages the tombstone past its own retention and deletes it:
+// what 90-odd days of the reaper do. The key is then "a new key again".
+func expireKey(t *testing.T, svc *testutil.Service, key string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := svc.Pool.Exec(ctx, "UPDATE idempotency_keys SET finished_at = now() - interval '2 days' WHERE idempotency_key = $1", key)
+	require.NoError(t, err)
+	reaper := &workers.ReaperWorker{Pool: svc.Pool, Config: workers.ReaperConfig{Retention: 24 * time.Hour}, Log: testutil.Logger(t)}
+	reaped, err := reaper.RunOnce(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, reaped)
+	_, err = svc.Pool.Exec(ctx, "UPDATE idempotency_key_tombstones SET reaped_at = now() - interval '91 days' WHERE idempotency_key = $1", key)
+	require.NoError(t, err)
+	_, err = reaper.RunOnce(ctx)
+	require.NoError(t, err)
+	var left int
+	require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT count(*) FROM idempotency_key_tombstones WHERE idempotency_key = $1", key).Scan(&left))
+	require.Zero(t, left, "the tombstone has expired: the key is new again")
 }

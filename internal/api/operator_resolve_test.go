@@ -9,10 +9,44 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
 
+	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
+
+func TestOperatorResolvesAsChargedOnlyWithAMatchingPaymentIntent(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em})
+	_, apiKey := svc.NewUser(t)
+	em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+	requireProblem(t, svc.PostPayment(t, apiKey, "manual", visa), http.StatusServiceUnavailable, "needs-attention")
+	id := keyID(t, svc, "manual")
+
+	// Charged by hand in the dashboard, say: no paymentsd metadata.
+	wrong := plant(t, em, 1999, nil)
+	_, err := svc.App.Resolver.Charged(context.Background(), id, wrong.ID)
+	require.ErrorIs(t, err, payments.ErrResolutionRefused)
+	_, err = svc.App.Resolver.Charged(context.Background(), id, "pi_doesnotexist")
+	require.ErrorIs(t, err, payments.ErrResolutionRefused)
+	requireProblem(t, svc.PostPayment(t, apiKey, "manual", visa), http.StatusServiceUnavailable, "needs-attention")
+
+	right := plant(t, em, 2000, nil)
+	settled, err := svc.App.Resolver.Charged(context.Background(), id, right.ID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status)
+	replay := svc.PostPayment(t, apiKey, "manual", visa)
+	require.Equal(t, http.StatusCreated, replay.Status)
+	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+	got := decode[payment](t, replay)
+	require.Equal(t, "succeeded", got.Status)
+	require.Equal(t, right.ID, *got.StripePaymentIntentID)
+	require.Equal(t, 1, receipts(t, svc), "a resolved charge gets its receipt")
+
+	_, err = svc.App.Resolver.Charged(context.Background(), id, right.ID)
+	require.ErrorIs(t, err, phases.ErrNotAwaitingOperator, "settled once")
+}
 
 // Defect: an operator could settle a key as not charged right after its
 // last run sent a create, which Stripe may still be executing: what it
@@ -70,20 +104,31 @@ func TestOperatorNotChargedRefusedWhileAPaymentIntentProcesses(t *testing.T) {
 	require.Equal(t, pi.ID, *decode[payment](t, resp).StripePaymentIntentID)
 }
 
-// Defect (found after 5e2cf9d): "not refunded" had no wait for a create the
-// key's last run may have sent, which Stripe may still be executing.
-func TestOperatorNotRefundedWaitsOutACreateStillExecuting(t *testing.T) {
+// Defect: a parked key on a busy account could never be resolved as not
+// charged: the resolver's check listed the account through the lookup's
+// capped listing and failed, and a key that charged nothing stayed parked
+// for ever. Then (70e3608) it stood on search alone, which lags writes. Now
+// it lists only the stretch search may not cover yet, up to the key's last
+// possible send, and goes through once search covers the rest. Search lags
+// a few seconds here, and the service assumes as much.
+func TestOperatorResolvesNotChargedOnABusyAccount(t *testing.T) {
 	t.Parallel()
-	svc := testutil.StartService(t, testutil.ServiceOptions{
-		Stripe: payments.StripeConfig{ExecutionBound: time.Hour}, Workers: quietCompleter,
-	})
+	const lag = 3 * time.Second
+	em := testutil.StartEmulator(t, stripefake.Options{SearchLag: lag})
+	// A hundred pages are listed: generous bounds, for a loaded machine.
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, StripeTimeout: 40 * time.Second,
+		RequestTimeout: 60 * time.Second, Workers: quietCompleter,
+		Stripe: payments.StripeConfig{SearchLag: lag, LookupLookback: time.Second}})
 	_, apiKey := svc.NewUser(t)
-	p := paid(t, svc, apiKey, "pay")
-	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
-	requireProblem(t, postRefund(t, svc, apiKey, "just-sent", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+	em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+	requireProblem(t, svc.PostPayment(t, apiKey, "parked", visa), http.StatusServiceUnavailable, "needs-attention")
+	parkedAt := time.Now()
+	require.Empty(t, em.PaymentIntents(), "nothing was charged")
+	plantMany(t, em, 10_050)
 
-	_, err := svc.App.Resolve(context.Background(), keyID(t, svc, "just-sent"), "")
-	require.Error(t, err, "the key's last run sent a refund create a moment ago; Stripe may still be executing it")
+	time.Sleep(time.Until(parkedAt.Add(lag + 2*time.Second)))
+	_, err := svc.App.Resolver.NotCharged(context.Background(), keyID(t, svc, "parked"))
+	require.NoError(t, err, "nothing of this intent exists at Stripe; the operator must be able to say so")
 }
 
 // Found after 70e3608: a failover loses a finished payment of 2000, and the
@@ -110,4 +155,56 @@ func TestOperatorSettlesALostKeySentAgainForAnotherAmount(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, settled.Status)
 	requireProblem(t, svc.PostPayment(t, apiKey, "changed", other), http.StatusBadRequest, "payment-rejected")
 	require.Len(t, em.PaymentIntents(), 1)
+}
+
+// A refund key that needs an operator is settled through the same command
+// as a payment's: as refunded by a Stripe Refund that matches it, or as not
+// refunded once Stripe shows none, which gives its amount back.
+func TestOperatorResolvesARefundKey(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{})
+	_, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay")
+	for _, key := range []string{"parked-1", "parked-2"} {
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+		requireProblem(t, postRefund(t, svc, apiKey, key, p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+	}
+	require.Empty(t, svc.Stripe.Refunds())
+
+	// Refunded by hand in the dashboard: the operator names that Refund.
+	byHand, err := stripeClient(&testutil.Emulator{Server: svc.Stripe, URL: svc.StripeURL}).Refunds.New(
+		&stripe.RefundParams{PaymentIntent: p.StripePaymentIntentID, Amount: stripe.Int64(600)})
+	require.NoError(t, err)
+	_, err = svc.App.Resolve(context.Background(), keyID(t, svc, "parked-1"), "re_doesnotexist")
+	require.Error(t, err)
+	settled, err := svc.App.Resolve(context.Background(), keyID(t, svc, "parked-1"), byHand.ID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status)
+	replay := postRefund(t, svc, apiKey, "parked-1", p.ID, `{"amount": 600}`)
+	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, byHand.ID, *decode[refund](t, replay).StripeRefundID)
+
+	settled, err = svc.App.Resolve(context.Background(), keyID(t, svc, "parked-2"), "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, settled.Status)
+	requireProblem(t, postRefund(t, svc, apiKey, "parked-2", p.ID, `{"amount": 600}`), http.StatusBadRequest, "refund-rejected")
+	rest := postRefund(t, svc, apiKey, "rest", p.ID, `{}`)
+	require.Equal(t, http.StatusCreated, rest.Status, "body: %s", rest.Body)
+	require.EqualValues(t, 1400, decode[refund](t, rest).Amount, "the unrefunded 600 was given back")
+}
+
+// Defect (found after 5e2cf9d): "not refunded" had no wait for a create the
+// key's last run may have sent, which Stripe may still be executing.
+func TestOperatorNotRefundedWaitsOutACreateStillExecuting(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{
+		Stripe: payments.StripeConfig{ExecutionBound: time.Hour}, Workers: quietCompleter,
+	})
+	_, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay")
+	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+	requireProblem(t, postRefund(t, svc, apiKey, "just-sent", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+
+	_, err := svc.App.Resolve(context.Background(), keyID(t, svc, "just-sent"), "")
+	require.Error(t, err, "the key's last run sent a refund create a moment ago; Stripe may still be executing it")
 }

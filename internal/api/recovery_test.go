@@ -3,7 +3,9 @@ package api_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/stripefake"
@@ -18,18 +21,6 @@ import (
 )
 
 var errCrash = errors.New("injected crash")
-
-// crashOnce returns a hook that crashes the run the first time it fires at
-// point, as if the process died there.
-func crashOnce(point phases.RecoveryPoint) func(context.Context, phases.RecoveryPoint) error {
-	var fired atomic.Bool
-	return func(_ context.Context, at phases.RecoveryPoint) error {
-		if at == point && fired.CompareAndSwap(false, true) {
-			return errCrash
-		}
-		return nil
-	}
-}
 
 func TestCrashAfterEachRecoveryPoint(t *testing.T) {
 	t.Parallel()
@@ -158,6 +149,27 @@ func TestProcessorFaultsThenRetriesFinishOnce(t *testing.T) {
 	}
 }
 
+// TestStripeCallTimesOut bounds a Stripe call that never answers: the
+// request gives up at the Stripe timeout with a retryable 503, frees the key,
+// and the retry resumes with the same Stripe key, charging once.
+func TestStripeCallTimesOut(t *testing.T) {
+	t.Parallel()
+	const stripeTimeout = 300 * time.Millisecond
+	svc := testutil.StartService(t, testutil.ServiceOptions{StripeTimeout: stripeTimeout})
+	_, apiKey := svc.NewUser(t)
+	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
+
+	start := time.Now()
+	resp := svc.PostPayment(t, apiKey, "slow", visa)
+	requireProblem(t, resp, http.StatusServiceUnavailable, "processor-unavailable")
+	require.Less(t, time.Since(start), 5*stripeTimeout, "the call is bounded by the Stripe timeout")
+
+	// The hung call never reached Stripe's bookkeeping; the retry charges once.
+	retry := svc.PostPayment(t, apiKey, "slow", visa)
+	require.Equal(t, http.StatusCreated, retry.Status, "body: %s", retry.Body)
+	require.Len(t, svc.Stripe.PaymentIntents(), 1)
+}
+
 func TestStoreUnreachableFailsClosed(t *testing.T) {
 	t.Parallel()
 	direct := testutil.NewDB(t)
@@ -190,4 +202,53 @@ func TestStoreUnreachableFailsClosed(t *testing.T) {
 	var keys int
 	require.NoError(t, direct.QueryRow(context.Background(), "SELECT count(*) FROM idempotency_keys").Scan(&keys))
 	require.Equal(t, 1, keys)
+}
+
+// A store that stops answering within a transaction (here a lock held for
+// ever; a commit waiting for a synchronous standby that is gone is the same
+// to the service) is answered 503 store-unavailable within db.TxTimeout,
+// nothing reserved; once it answers again the retry goes through.
+func TestAStalledStoreIsA503WithinTheBound(t *testing.T) {
+	t.Parallel()
+	svc := testutil.StartService(t, testutil.ServiceOptions{Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	ctx := context.Background()
+	stall, err := svc.Pool.Driver().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = stall.Rollback(ctx) }()
+	// A key's insert takes a share lock on its user row (the foreign key).
+	_, err = stall.Exec(ctx, "SELECT 1 FROM users WHERE id = $1 FOR UPDATE", userID)
+	require.NoError(t, err)
+
+	start := time.Now()
+	requireProblem(t, svc.PostPayment(t, apiKey, "stalled", visa), http.StatusServiceUnavailable, "store-unavailable")
+	took := time.Since(start)
+	require.GreaterOrEqual(t, took, db.TxTimeout-time.Second)
+	require.Less(t, took, db.TxTimeout+3*time.Second, "bounded by the transaction's timeout, not the request's")
+
+	require.NoError(t, stall.Rollback(ctx))
+	resp := svc.PostPayment(t, apiKey, "stalled", visa)
+	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+	require.Empty(t, resp.Header.Get("Idempotent-Replayed"), "nothing was reserved by the stalled request")
+}
+
+// crashOnce returns a hook that crashes the run the first time it fires at
+// point, as if the process died there.
+func crashOnce(point phases.RecoveryPoint) func(context.Context, phases.RecoveryPoint) error {
+	var fired atomic.Bool
+	return func(_ context.Context, at phases.RecoveryPoint) error {
+		if at == point && fired.CompareAndSwap(false, true) {
+			return errCrash
+		}
+		return nil
+	}
+}
+
+func splitHostPort(t *testing.T, addr string) (string, uint16) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	n, err := strconv.ParseUint(port, 10, 16)
+	require.NoError(t, err)
+	return host, uint16(n)
 }

@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -87,17 +86,4 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	require.Equal(t, "log-1", first["idempotency_key"])
 	require.Equal(t, "finished", first["recovery_point"])
 	require.Contains(t, out, `"message":"phase committed"`, "phase transitions at debug")
-}
-
-func TestReadyzFailsWhenMigrationsAreBehind(t *testing.T) {
-	t.Parallel()
-	svc := testutil.StartService(t, testutil.ServiceOptions{})
-	require.Equal(t, http.StatusOK, svc.Do(t, http.MethodGet, "/readyz", "").Status)
-
-	_, err := svc.Pool.Exec(context.Background(),
-		"DELETE FROM goose_db_version WHERE version_id = (SELECT max(version_id) FROM goose_db_version)")
-	require.NoError(t, err)
-	resp := svc.Do(t, http.MethodGet, "/readyz", "")
-	requireProblem(t, resp, http.StatusServiceUnavailable, "migrations-pending")
-	require.Equal(t, http.StatusOK, svc.Do(t, http.MethodGet, "/healthz", "").Status)
 }

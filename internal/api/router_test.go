@@ -10,7 +10,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
 
-// Every JSON answer the server writes now ends with a newline, so `curl`
+// Every JSON answer the server writes ends with a newline, so `curl`
 // leaves the prompt on a line of its own. A stored response is replayed
 // byte for byte as it was stored, newline or not.
 func TestJSONAnswersEndWithANewline(t *testing.T) {
