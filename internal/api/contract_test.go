@@ -207,12 +207,29 @@ func (c *contract) check(t *testing.T, x exchange, resp *testutil.Response) {
 	}
 }
 
+// TestContract sends real exchanges to one service, in order, and checks
+// each against api/openapi.yaml: the subtests share the service and build on
+// each other's keys.
 func TestContract(t *testing.T) {
 	t.Parallel()
-	c := newContract(t)
+
+	type testBundle struct {
+		apiKey   string
+		otherKey string // another user's
+	}
+
+	// setup starts a service whose exchanges are checked against
+	// api/openapi.yaml (newContract), and makes two users of it.
+	setup := func(t *testing.T) (*contract, *testBundle) {
+		t.Helper()
+		c := newContract(t)
+		_, apiKey := c.svc.NewUser(t)
+		_, otherKey := c.svc.NewUser(t)
+		return c, &testBundle{apiKey: apiKey, otherKey: otherKey}
+	}
+
+	c, bundle := setup(t)
 	svc := c.svc
-	_, apiKey := svc.NewUser(t)
-	_, otherKey := svc.NewUser(t)
 	const declined = `{"amount": 500, "currency": "eur", "payment_method": "pm_card_chargeDeclined"}`
 
 	t.Run("operations", func(t *testing.T) {
@@ -224,75 +241,75 @@ func TestContract(t *testing.T) {
 	})
 
 	t.Run("create and get", func(t *testing.T) {
-		first := c.run(t, post(apiKey, "contract-1", visa).want(http.StatusCreated))
+		first := c.run(t, post(bundle.apiKey, "contract-1", visa).want(http.StatusCreated))
 		require.Empty(t, first.Header.Get("Idempotent-Replayed"))
-		replay := c.run(t, post(apiKey, "contract-1", visa).want(http.StatusCreated))
+		replay := c.run(t, post(bundle.apiKey, "contract-1", visa).want(http.StatusCreated))
 		require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
 		require.Equal(t, first.Body, replay.Body)
 
 		// Both key forms, and a bare key using the punctuation it may use.
-		c.run(t, post(apiKey, `"contract 2; (sf-string) \"quoted\" \\"`, visa).want(http.StatusCreated))
-		c.run(t, post(apiKey, "contract:3/a+b=c&d!#$%'*.^_|~<>?@[]{}`", visa).want(http.StatusCreated))
+		c.run(t, post(bundle.apiKey, `"contract 2; (sf-string) \"quoted\" \\"`, visa).want(http.StatusCreated))
+		c.run(t, post(bundle.apiKey, "contract:3/a+b=c&d!#$%'*.^_|~<>?@[]{}`", visa).want(http.StatusCreated))
 		noDescription := `{"amount": 100, "currency": "usd", "payment_method": "pm_card_visa", "description": null}`
-		c.run(t, post(apiKey, "contract-4", noDescription).want(http.StatusCreated))
+		c.run(t, post(bundle.apiKey, "contract-4", noDescription).want(http.StatusCreated))
 
 		location := first.Header.Get("Location")
-		c.run(t, get(location, apiKey).want(http.StatusOK))
-		c.run(t, get(location, otherKey).want(http.StatusNotFound))
-		c.run(t, get("/payments/abc", apiKey).want(http.StatusBadRequest).bad())
-		c.run(t, get("/payments/0", apiKey).want(http.StatusBadRequest).bad())
+		c.run(t, get(location, bundle.apiKey).want(http.StatusOK))
+		c.run(t, get(location, bundle.otherKey).want(http.StatusNotFound))
+		c.run(t, get("/payments/abc", bundle.apiKey).want(http.StatusBadRequest).bad())
+		c.run(t, get("/payments/0", bundle.apiKey).want(http.StatusBadRequest).bad())
 		c.run(t, get("/no/such/path", "").want(http.StatusNotFound).unrouted())
-		c.run(t, exchange{method: http.MethodDelete, path: "/payments", header: []string{"Authorization", "Bearer " + apiKey}}.
+		c.run(t, exchange{method: http.MethodDelete, path: "/payments", header: []string{"Authorization", "Bearer " + bundle.apiKey}}.
 			want(http.StatusMethodNotAllowed).unrouted())
 	})
 
 	t.Run("refusals", func(t *testing.T) {
-		c.run(t, post(apiKey, "r-1", `{"amount": 0, "currency": "USD", "payment_method": "pm_card_visa", "tip": 1}`).
+		c.run(t, post(bundle.apiKey, "r-1", `{"amount": 0, "currency": "USD", "payment_method": "pm_card_visa", "tip": 1}`).
 			want(http.StatusBadRequest).bad())
-		c.run(t, post(apiKey, "r-2", `not json`).want(http.StatusBadRequest).bad())
-		c.run(t, post(apiKey, "", visa).with("Idempotency-Key", "").want(http.StatusBadRequest).bad())
+		c.run(t, post(bundle.apiKey, "r-2", `not json`).want(http.StatusBadRequest).bad())
+		c.run(t, post(bundle.apiKey, "", visa).with("Idempotency-Key", "").want(http.StatusBadRequest).bad())
 		for _, key := range []string{"a,b", "a b", `"unterminated`, `"k";p=1`, strings.Repeat("k", 256)} {
-			c.run(t, post(apiKey, key, visa).want(http.StatusBadRequest).bad())
+			c.run(t, post(bundle.apiKey, key, visa).want(http.StatusBadRequest).bad())
 		}
 		c.run(t, post("", "r-3", visa).with("Authorization", "").want(http.StatusUnauthorized).bad())
 		c.run(t, post("pd_not_a_key", "r-3", visa).want(http.StatusUnauthorized))
 		c.run(t, get("/payments/1", "pd_not_a_key").want(http.StatusUnauthorized))
-		c.run(t, post(apiKey, "r-4", visa).with("Content-Type", "text/plain").want(http.StatusUnsupportedMediaType).bad())
+		c.run(t, post(bundle.apiKey, "r-4", visa).with("Content-Type", "text/plain").want(http.StatusUnsupportedMediaType).bad())
 		huge := `{"amount":1,"currency":"usd","payment_method":"pm_card_visa","description":"` + strings.Repeat("x", 1<<20) + `"}`
-		c.run(t, post(apiKey, "r-5", huge).want(http.StatusRequestEntityTooLarge).bad())
-		c.run(t, post(apiKey, "contract-1", strings.Replace(visa, "2000", "2001", 1)).want(http.StatusUnprocessableEntity))
+		c.run(t, post(bundle.apiKey, "r-5", huge).want(http.StatusRequestEntityTooLarge).bad())
+		c.run(t, post(bundle.apiKey, "contract-1", strings.Replace(visa, "2000", "2001", 1)).want(http.StatusUnprocessableEntity))
 	})
 
 	t.Run("processor outcomes", func(t *testing.T) {
 		rejected := `{"amount": 500, "currency": "usd", "payment_method": "pm_unknown_thing"}`
-		first := c.run(t, post(apiKey, "p-1", rejected).want(http.StatusBadRequest))
-		again := c.run(t, post(apiKey, "p-1", rejected).want(http.StatusBadRequest))
+		first := c.run(t, post(bundle.apiKey, "p-1", rejected).want(http.StatusBadRequest))
+		again := c.run(t, post(bundle.apiKey, "p-1", rejected).want(http.StatusBadRequest))
 		require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
 		require.Equal(t, first.Body, again.Body)
 
-		c.run(t, post(apiKey, "p-2", declined).want(http.StatusPaymentRequired))
-		replay := c.run(t, post(apiKey, "p-2", declined).want(http.StatusPaymentRequired))
+		c.run(t, post(bundle.apiKey, "p-2", declined).want(http.StatusPaymentRequired))
+		replay := c.run(t, post(bundle.apiKey, "p-2", declined).want(http.StatusPaymentRequired))
 		require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
 
 		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500})
-		c.run(t, post(apiKey, "p-3", visa).want(http.StatusServiceUnavailable))
-		c.run(t, post(apiKey, "p-3", visa).want(http.StatusCreated)) // resumes
+		c.run(t, post(bundle.apiKey, "p-3", visa).want(http.StatusServiceUnavailable))
+		c.run(t, post(bundle.apiKey, "p-3", visa).want(http.StatusCreated)) // resumes
 
 		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
-		parked := c.run(t, post(apiKey, "p-4", visa).want(http.StatusServiceUnavailable))
+		parked := c.run(t, post(bundle.apiKey, "p-4", visa).want(http.StatusServiceUnavailable))
 		require.Contains(t, string(parked.Body), "needs-attention")
 		require.NotEmpty(t, parked.Header.Get("Retry-After"))
 	})
 
 	t.Run("refunds and lists", func(t *testing.T) {
-		paid := c.run(t, post(apiKey, "to-refund", visa).want(http.StatusCreated))
+		paid := c.run(t, post(bundle.apiKey, "to-refund", visa).want(http.StatusCreated))
 		var p struct {
 			ID string `json:"id"`
 		}
 		require.NoError(t, json.Unmarshal(paid.Body, &p))
 		refunds := "/payments/" + p.ID + "/refunds"
 		refund := func(key, body string) exchange {
-			x := post(apiKey, key, body)
+			x := post(bundle.apiKey, key, body)
 			x.path = refunds
 			return x
 		}
@@ -301,20 +318,20 @@ func TestContract(t *testing.T) {
 		require.Equal(t, made.Body, replay.Body)
 		c.run(t, refund("rf-2", `{"amount": 5000}`).want(http.StatusBadRequest))
 		c.run(t, refund("rf-3", `{"amount": -1}`).want(http.StatusBadRequest).bad())
-		c.run(t, refund("rf-4", `{}`).with("Authorization", "Bearer "+otherKey).want(http.StatusNotFound))
-		c.run(t, get(made.Header.Get("Location"), apiKey).want(http.StatusOK))
-		c.run(t, get("/refunds/999999", apiKey).want(http.StatusNotFound))
-		c.run(t, get(refunds, apiKey).want(http.StatusOK))
-		c.run(t, get(refunds+"?limit=1", apiKey).want(http.StatusOK))
-		c.run(t, get("/payments?limit=2", apiKey).want(http.StatusOK))
-		c.run(t, get("/payments?starting_after="+p.ID, apiKey).want(http.StatusOK))
-		c.run(t, get("/payments?limit=1000", apiKey).want(http.StatusBadRequest).bad())
+		c.run(t, refund("rf-4", `{}`).with("Authorization", "Bearer "+bundle.otherKey).want(http.StatusNotFound))
+		c.run(t, get(made.Header.Get("Location"), bundle.apiKey).want(http.StatusOK))
+		c.run(t, get("/refunds/999999", bundle.apiKey).want(http.StatusNotFound))
+		c.run(t, get(refunds, bundle.apiKey).want(http.StatusOK))
+		c.run(t, get(refunds+"?limit=1", bundle.apiKey).want(http.StatusOK))
+		c.run(t, get("/payments?limit=2", bundle.apiKey).want(http.StatusOK))
+		c.run(t, get("/payments?starting_after="+p.ID, bundle.apiKey).want(http.StatusOK))
+		c.run(t, get("/payments?limit=1000", bundle.apiKey).want(http.StatusBadRequest).bad())
 	})
 
 	t.Run("key in use", func(t *testing.T) {
 		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
 		defer svc.Stripe.ReleaseHangs() // also when the test fails before it releases them
-		x := post(apiKey, "hang", visa)
+		x := post(bundle.apiKey, "hang", visa)
 		type result struct {
 			resp *testutil.Response
 			err  error

@@ -13,58 +13,77 @@ import (
 	"github.com/paymentsd/paymentsd/internal/workers"
 )
 
-// TestLateRetryAfterReapingIsRefused retries keys after the reaper took
-// them: each retry is refused with a documented 422 that names the original
-// payment, and nothing is charged or created again.
-func TestLateRetryAfterReapingIsRefused(t *testing.T) {
+// TestExpiredKeys covers keys the reaper took: a retry of one is refused,
+// as the document says.
+func TestExpiredKeys(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	c := newContract(t)
-	svc := c.svc
-	userID, apiKey := svc.NewUser(t)
-	_, otherKey := svc.NewUser(t)
-	const declined = `{"amount": 500, "currency": "eur", "payment_method": "pm_card_chargeDeclined"}`
 
-	created := decode[payment](t, c.run(t, post(apiKey, "late", visa).want(http.StatusCreated)))
-	declinedID := decode[problemBody](t, c.run(t, post(apiKey, "late-declined", declined).want(http.StatusPaymentRequired))).PaymentID
-	require.NotZero(t, declinedID)
+	type testBundle struct {
+		apiKey string
+		userID int64
+	}
 
-	// Both keys age past retention, and the reaper takes them.
-	_, err := svc.Pool.Exec(ctx, "UPDATE idempotency_keys SET finished_at = now() - interval '2 days'")
-	require.NoError(t, err)
-	reaper := &workers.ReaperWorker{Pool: svc.Pool, Config: workers.ReaperConfig{Retention: 24 * time.Hour}, Log: testutil.Logger(t)}
-	reaped, err := reaper.RunOnce(ctx)
-	require.NoError(t, err)
-	require.EqualValues(t, 2, reaped)
-	creates := svc.Stripe.Stats().CreateRequests
+	// setup starts a service whose exchanges are checked against
+	// api/openapi.yaml (newContract), and makes a user of it.
+	setup := func(t *testing.T) (*contract, *testBundle) {
+		t.Helper()
+		c := newContract(t)
+		userID, apiKey := c.svc.NewUser(t)
+		return c, &testBundle{apiKey: apiKey, userID: userID}
+	}
 
-	// The same request, twice: refused, naming the payment it made.
-	for range 2 {
-		resp := c.run(t, post(apiKey, "late", visa).want(http.StatusUnprocessableEntity))
+	// Keys retried after the reaper took them: each retry is refused with a
+	// documented 422 that names the original payment, and nothing is charged
+	// or created again.
+	t.Run("LateRetryAfterReapingIsRefused", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		c, bundle := setup(t)
+		svc := c.svc
+		_, otherKey := svc.NewUser(t)
+		const declined = `{"amount": 500, "currency": "eur", "payment_method": "pm_card_chargeDeclined"}`
+
+		created := decode[payment](t, c.run(t, post(bundle.apiKey, "late", visa).want(http.StatusCreated)))
+		declinedID := decode[problemBody](t, c.run(t, post(bundle.apiKey, "late-declined", declined).want(http.StatusPaymentRequired))).PaymentID
+		require.NotZero(t, declinedID)
+
+		// Both keys age past retention, and the reaper takes them.
+		_, err := svc.Pool.Exec(ctx, "UPDATE idempotency_keys SET finished_at = now() - interval '2 days'")
+		require.NoError(t, err)
+		reaper := &workers.ReaperWorker{Pool: svc.Pool, Config: workers.ReaperConfig{Retention: 24 * time.Hour}, Log: testutil.Logger(t)}
+		reaped, err := reaper.RunOnce(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 2, reaped)
+		creates := svc.Stripe.Stats().CreateRequests
+
+		// The same request, twice: refused, naming the payment it made.
+		for range 2 {
+			resp := c.run(t, post(bundle.apiKey, "late", visa).want(http.StatusUnprocessableEntity))
+			p := requireProblem(t, resp, http.StatusUnprocessableEntity, "idempotency-key-expired")
+			require.Equal(t, created.ID, p.PaymentID)
+			require.Contains(t, p.Detail, "never run again")
+			require.Empty(t, resp.Header.Get("Retry-After"), "a client error, not to be retried")
+			require.Empty(t, resp.Header.Get("Idempotent-Replayed"))
+		}
+		// A decline made a (failed) payment too.
+		resp := c.run(t, post(bundle.apiKey, "late-declined", declined).want(http.StatusUnprocessableEntity))
+		require.Equal(t, declinedID, requireProblem(t, resp, http.StatusUnprocessableEntity, "idempotency-key-expired").PaymentID)
+		// Another request with the expired key is refused as well.
+		resp = c.run(t, post(bundle.apiKey, "late", strings.Replace(visa, "2000", "2001", 1)).want(http.StatusUnprocessableEntity))
 		p := requireProblem(t, resp, http.StatusUnprocessableEntity, "idempotency-key-expired")
 		require.Equal(t, created.ID, p.PaymentID)
-		require.Contains(t, p.Detail, "never run again")
-		require.Empty(t, resp.Header.Get("Retry-After"), "a client error, not to be retried")
-		require.Empty(t, resp.Header.Get("Idempotent-Replayed"))
-	}
-	// A decline made a (failed) payment too.
-	resp := c.run(t, post(apiKey, "late-declined", declined).want(http.StatusUnprocessableEntity))
-	require.Equal(t, declinedID, requireProblem(t, resp, http.StatusUnprocessableEntity, "idempotency-key-expired").PaymentID)
-	// Another request with the expired key is refused as well.
-	resp = c.run(t, post(apiKey, "late", strings.Replace(visa, "2000", "2001", 1)).want(http.StatusUnprocessableEntity))
-	p := requireProblem(t, resp, http.StatusUnprocessableEntity, "idempotency-key-expired")
-	require.Equal(t, created.ID, p.PaymentID)
-	require.Contains(t, p.Detail, "different request")
+		require.Contains(t, p.Detail, "different request")
 
-	require.Equal(t, creates, svc.Stripe.Stats().CreateRequests, "no second Stripe call")
-	require.Len(t, svc.Stripe.PaymentIntents(), 2)
-	var payments, keys int
-	require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT count(*) FROM payments WHERE user_id = $1", userID).Scan(&payments))
-	require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT count(*) FROM idempotency_keys WHERE user_id = $1", userID).Scan(&keys))
-	require.Equal(t, 2, payments, "no second payment")
-	require.Zero(t, keys, "a refused key is not stored")
-	c.run(t, get("/payments/"+created.ID, apiKey).want(http.StatusOK))
+		require.Equal(t, creates, svc.Stripe.Stats().CreateRequests, "no second Stripe call")
+		require.Len(t, svc.Stripe.PaymentIntents(), 2)
+		var payments, keys int
+		require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT count(*) FROM payments WHERE user_id = $1", bundle.userID).Scan(&payments))
+		require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT count(*) FROM idempotency_keys WHERE user_id = $1", bundle.userID).Scan(&keys))
+		require.Equal(t, 2, payments, "no second payment")
+		require.Zero(t, keys, "a refused key is not stored")
+		c.run(t, get("/payments/"+created.ID, bundle.apiKey).want(http.StatusOK))
 
-	// Tombstones are per user: another user's key of the same name is new.
-	c.run(t, post(otherKey, "late", visa).want(http.StatusCreated))
+		// Tombstones are per user: another user's key of the same name is new.
+		c.run(t, post(otherKey, "late", visa).want(http.StatusCreated))
+	})
 }

@@ -22,214 +22,232 @@ import (
 
 var errCrash = errors.New("injected crash")
 
-func TestCrashAfterEachRecoveryPoint(t *testing.T) {
+// TestRecovery covers a run that fails part way, in the process, at Stripe
+// or in the store: the key is left where a retry finishes it once, and a
+// request the service cannot run safely is refused, never half done.
+func TestRecovery(t *testing.T) {
 	t.Parallel()
-	const lease = 300 * time.Millisecond
-	cases := []struct {
-		name  string
-		hooks phases.Hooks
-	}{
-		// The reservation and the payment committed; Stripe never called.
-		{"after payment_created commits", phases.Hooks{AfterCommit: crashOnce(payments.PaymentCreated)}},
-		// Stripe charged the card; nothing recorded yet.
-		{"after the charge, before charge_created commits", phases.Hooks{AfterCall: crashOnce(payments.PaymentCreated)}},
-		// Everything committed; the client never got its answer.
-		{"after finished commits", phases.Hooks{AfterCommit: crashOnce(phases.Finished)}},
+
+	type testBundle struct {
+		apiKey string
+		userID int64
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			svc := testutil.StartService(t, testutil.ServiceOptions{LeaseTimeout: lease, Hooks: tc.hooks})
-			_, apiKey := svc.NewUser(t)
 
-			crashed := svc.PostPayment(t, apiKey, "crash", visa)
-			requireProblem(t, crashed, http.StatusInternalServerError, "internal-error")
+	setupWith := func(t *testing.T, opts testutil.ServiceOptions) (*testutil.Service, *testBundle) {
+		t.Helper()
+		svc := testutil.StartService(t, opts)
+		userID, apiKey := svc.NewUser(t)
+		return svc, &testBundle{apiKey: apiKey, userID: userID}
+	}
 
-			// The crashed run's lease is still held until it goes stale.
-			var retried *testutil.Response
-			testutil.WaitFor(t, 10*lease, lease/3, func() bool {
-				retried = svc.PostPayment(t, apiKey, "crash", visa)
-				return retried.Status != http.StatusConflict
+	setup := func(t *testing.T) (*testutil.Service, *testBundle) {
+		t.Helper()
+		return setupWith(t, testutil.ServiceOptions{})
+	}
+
+	t.Run("CrashAfterEachRecoveryPoint", func(t *testing.T) {
+		t.Parallel()
+		const lease = 300 * time.Millisecond
+		cases := []struct {
+			name  string
+			hooks phases.Hooks
+		}{
+			// The reservation and the payment committed; Stripe never called.
+			{"after payment_created commits", phases.Hooks{AfterCommit: crashOnce(payments.PaymentCreated)}},
+			// Stripe charged the card; nothing recorded yet.
+			{"after the charge, before charge_created commits", phases.Hooks{AfterCall: crashOnce(payments.PaymentCreated)}},
+			// Everything committed; the client never got its answer.
+			{"after finished commits", phases.Hooks{AfterCommit: crashOnce(phases.Finished)}},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				svc, bundle := setupWith(t, testutil.ServiceOptions{LeaseTimeout: lease, Hooks: tc.hooks})
+
+				crashed := svc.PostPayment(t, bundle.apiKey, "crash", visa)
+				requireProblem(t, crashed, http.StatusInternalServerError, "internal-error")
+
+				// The crashed run's lease is still held until it goes stale.
+				var retried *testutil.Response
+				testutil.WaitFor(t, 10*lease, lease/3, func() bool {
+					retried = svc.PostPayment(t, bundle.apiKey, "crash", visa)
+					return retried.Status != http.StatusConflict
+				})
+				require.Equal(t, http.StatusCreated, retried.Status, "body: %s", retried.Body)
+
+				again := svc.PostPayment(t, bundle.apiKey, "crash", visa)
+				require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+				require.Equal(t, string(retried.Body), string(again.Body))
+				require.Len(t, svc.Stripe.PaymentIntents(), 1)
+				require.Equal(t, *decode[payment](t, retried).StripePaymentIntentID, svc.Stripe.PaymentIntents()[0].ID)
 			})
-			require.Equal(t, http.StatusCreated, retried.Status, "body: %s", retried.Body)
-
-			again := svc.PostPayment(t, apiKey, "crash", visa)
-			require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
-			require.Equal(t, string(retried.Body), string(again.Body))
-			require.Len(t, svc.Stripe.PaymentIntents(), 1)
-			require.Equal(t, *decode[payment](t, retried).StripePaymentIntentID, svc.Stripe.PaymentIntents()[0].ID)
-		})
-	}
-}
-
-func TestRunThatLostItsLeaseCannotWrite(t *testing.T) {
-	t.Parallel()
-	// Run A stalls after its charge came back, before recording it, past
-	// its lease: as a GC pause or a slow network would stall it. Rather
-	// than sleep out a lease, the test moves the clock leases are judged
-	// by two hours on.
-	var stalled, later atomic.Bool
-	release := make(chan struct{})
-	svc := testutil.StartService(t, testutil.ServiceOptions{
-		RequestTimeout: 10 * time.Second,
-		StaleAt: func() time.Time {
-			if later.Load() {
-				return time.Now().Add(2 * time.Hour)
-			}
-			return time.Now()
-		},
-		Hooks: phases.Hooks{AfterCall: func(context.Context, phases.RecoveryPoint) error {
-			if stalled.CompareAndSwap(false, true) {
-				<-release
-			}
-			return nil
-		}},
+		}
 	})
-	_, apiKey := svc.NewUser(t)
 
-	first := testutil.Go(t, func(t testing.TB) *testutil.Response {
-		return svc.PostPayment(t, apiKey, "taken-over", visa)
-	})
-	testutil.WaitFor(t, 5*time.Second, 10*time.Millisecond, stalled.Load)
-	later.Store(true)
-
-	// Run B takes the stale lease over and re-sends A's Stripe key: Stripe
-	// replays A's PaymentIntent, and B records it.
-	second := svc.PostPayment(t, apiKey, "taken-over", visa)
-	require.Equal(t, http.StatusCreated, second.Status, "body: %s", second.Body)
-
-	// A wakes up without its lease: its record is refused and it writes
-	// nothing; its client gets the answer the key finished with, not a 409.
-	close(release)
-	late := first()
-	require.Equal(t, http.StatusCreated, late.Status, "body: %s", late.Body)
-	require.Equal(t, "true", late.Header.Get("Idempotent-Replayed"))
-	require.Equal(t, string(second.Body), string(late.Body))
-	pis := svc.Stripe.PaymentIntents()
-	require.Len(t, pis, 1)
-	require.Equal(t, pis[0].ID, *decode[payment](t, second).StripePaymentIntentID)
-	var audits int
-	require.NoError(t, svc.Pool.QueryRow(context.Background(),
-		"SELECT count(*) FROM audit_records WHERE action = 'payment.succeeded'").Scan(&audits))
-	require.Equal(t, 1, audits, "the stale run recorded nothing")
-	replay := svc.PostPayment(t, apiKey, "taken-over", visa)
-	require.Equal(t, string(second.Body), string(replay.Body))
-}
-
-func TestProcessorFaultsThenRetriesFinishOnce(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name  string
-		fault stripefake.Fault
-	}{
-		{"500, cached under the Stripe key", stripefake.Fault{Kind: stripefake.Fault500}},
-		{"answer lost after the charge", stripefake.Fault{Kind: stripefake.FaultLostAnswer}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			svc := testutil.StartService(t, testutil.ServiceOptions{})
-			_, apiKey := svc.NewUser(t)
-			svc.Stripe.Inject(tc.fault)
-
-			first := svc.PostPayment(t, apiKey, "faulty", visa)
-			requireProblem(t, first, http.StatusServiceUnavailable, "processor-unavailable")
-			require.NotEmpty(t, first.Header.Get("Retry-After"))
-
-			second := svc.PostPayment(t, apiKey, "faulty", visa)
-			require.Equal(t, http.StatusCreated, second.Status, "body: %s", second.Body)
-			require.Empty(t, second.Header.Get("Idempotent-Replayed"))
-			third := svc.PostPayment(t, apiKey, "faulty", visa)
-			require.Equal(t, string(second.Body), string(third.Body))
-
-			pis := svc.Stripe.PaymentIntents()
-			require.Len(t, pis, 1)
-			require.Equal(t, "succeeded", string(pis[0].Status))
+	t.Run("RunThatLostItsLeaseCannotWrite", func(t *testing.T) {
+		t.Parallel()
+		// Run A stalls after its charge came back, before recording it, past
+		// its lease: as a GC pause or a slow network would stall it. Rather
+		// than sleep out a lease, the test moves the clock leases are judged
+		// by two hours on.
+		var stalled, later atomic.Bool
+		release := make(chan struct{})
+		svc, bundle := setupWith(t, testutil.ServiceOptions{
+			RequestTimeout: 10 * time.Second,
+			StaleAt: func() time.Time {
+				if later.Load() {
+					return time.Now().Add(2 * time.Hour)
+				}
+				return time.Now()
+			},
+			Hooks: phases.Hooks{AfterCall: func(context.Context, phases.RecoveryPoint) error {
+				if stalled.CompareAndSwap(false, true) {
+					<-release
+				}
+				return nil
+			}},
 		})
-	}
-}
 
-// TestStripeCallTimesOut bounds a Stripe call that never answers: the
-// request gives up at the Stripe timeout with a retryable 503, frees the key,
-// and the retry resumes with the same Stripe key, charging once.
-func TestStripeCallTimesOut(t *testing.T) {
-	t.Parallel()
-	const stripeTimeout = 300 * time.Millisecond
-	svc := testutil.StartService(t, testutil.ServiceOptions{StripeTimeout: stripeTimeout})
-	_, apiKey := svc.NewUser(t)
-	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
+		first := testutil.Go(t, func(t testing.TB) *testutil.Response {
+			return svc.PostPayment(t, bundle.apiKey, "taken-over", visa)
+		})
+		testutil.WaitFor(t, 5*time.Second, 10*time.Millisecond, stalled.Load)
+		later.Store(true)
 
-	start := time.Now()
-	resp := svc.PostPayment(t, apiKey, "slow", visa)
-	requireProblem(t, resp, http.StatusServiceUnavailable, "processor-unavailable")
-	require.Less(t, time.Since(start), 5*stripeTimeout, "the call is bounded by the Stripe timeout")
+		// Run B takes the stale lease over and re-sends A's Stripe key: Stripe
+		// replays A's PaymentIntent, and B records it.
+		second := svc.PostPayment(t, bundle.apiKey, "taken-over", visa)
+		require.Equal(t, http.StatusCreated, second.Status, "body: %s", second.Body)
 
-	// The hung call never reached Stripe's bookkeeping; the retry charges once.
-	retry := svc.PostPayment(t, apiKey, "slow", visa)
-	require.Equal(t, http.StatusCreated, retry.Status, "body: %s", retry.Body)
-	require.Len(t, svc.Stripe.PaymentIntents(), 1)
-}
+		// A wakes up without its lease: its record is refused and it writes
+		// nothing; its client gets the answer the key finished with, not a 409.
+		close(release)
+		late := first()
+		require.Equal(t, http.StatusCreated, late.Status, "body: %s", late.Body)
+		require.Equal(t, "true", late.Header.Get("Idempotent-Replayed"))
+		require.Equal(t, string(second.Body), string(late.Body))
+		pis := svc.Stripe.PaymentIntents()
+		require.Len(t, pis, 1)
+		require.Equal(t, pis[0].ID, *decode[payment](t, second).StripePaymentIntentID)
+		var audits int
+		require.NoError(t, svc.Pool.QueryRow(context.Background(),
+			"SELECT count(*) FROM audit_records WHERE action = 'payment.succeeded'").Scan(&audits))
+		require.Equal(t, 1, audits, "the stale run recorded nothing")
+		replay := svc.PostPayment(t, bundle.apiKey, "taken-over", visa)
+		require.Equal(t, string(second.Body), string(replay.Body))
+	})
 
-func TestStoreUnreachableFailsClosed(t *testing.T) {
-	t.Parallel()
-	direct := testutil.NewDB(t)
-	cfg := direct.Driver().Config().Copy()
-	proxy := testutil.NewProxy(t, cfg.ConnConfig.Host+":"+itoa(int64(cfg.ConnConfig.Port)))
-	host, port := splitHostPort(t, proxy.Addr)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, port
-	proxied := testutil.ConnectConfig(t, cfg)
+	t.Run("ProcessorFaultsThenRetriesFinishOnce", func(t *testing.T) {
+		t.Parallel()
+		cases := []struct {
+			name  string
+			fault stripefake.Fault
+		}{
+			{"500, cached under the Stripe key", stripefake.Fault{Kind: stripefake.Fault500}},
+			{"answer lost after the charge", stripefake.Fault{Kind: stripefake.FaultLostAnswer}},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				svc, bundle := setup(t)
+				svc.Stripe.Inject(tc.fault)
 
-	svc := testutil.StartService(t, testutil.ServiceOptions{Pool: proxied})
-	_, apiKey := svc.NewUser(t)
-	require.Equal(t, http.StatusCreated, svc.PostPayment(t, apiKey, "before", visa).Status)
+				first := svc.PostPayment(t, bundle.apiKey, "faulty", visa)
+				requireProblem(t, first, http.StatusServiceUnavailable, "processor-unavailable")
+				require.NotEmpty(t, first.Header.Get("Retry-After"))
 
-	proxy.Cut()
-	resp := svc.PostPayment(t, apiKey, "after", visa)
-	requireProblem(t, resp, http.StatusServiceUnavailable, "store-unavailable")
-	require.NotEmpty(t, resp.Header.Get("Retry-After"))
-	require.EqualValues(t, 1, svc.Stripe.Stats().CreateRequests, "no Stripe call while the store is down")
+				second := svc.PostPayment(t, bundle.apiKey, "faulty", visa)
+				require.Equal(t, http.StatusCreated, second.Status, "body: %s", second.Body)
+				require.Empty(t, second.Header.Get("Idempotent-Replayed"))
+				third := svc.PostPayment(t, bundle.apiKey, "faulty", visa)
+				require.Equal(t, string(second.Body), string(third.Body))
 
-	// A request that could never succeed is refused as such, not answered
-	// "retry later", though its key cannot be read.
-	invalid := svc.PostPayment(t, apiKey, "after", strings.Replace(visa, "2000", "0", 1))
-	requireProblem(t, invalid, http.StatusBadRequest, "invalid-request")
+				pis := svc.Stripe.PaymentIntents()
+				require.Len(t, pis, 1)
+				require.Equal(t, "succeeded", string(pis[0].Status))
+			})
+		}
+	})
 
-	// A read has no key to retry with, and its problem does not say so.
-	read := svc.Do(t, http.MethodGet, "/payments/1", "", "Authorization", "Bearer "+apiKey)
-	requireProblem(t, read, http.StatusServiceUnavailable, "store-unavailable")
-	require.NotContains(t, string(read.Body), "same key")
+	// A Stripe call that never answers is bounded: the request gives up at
+	// the Stripe timeout with a retryable 503, frees the key, and the retry
+	// resumes with the same Stripe key, charging once.
+	t.Run("StripeCallTimesOut", func(t *testing.T) {
+		t.Parallel()
+		const stripeTimeout = 300 * time.Millisecond
+		svc, bundle := setupWith(t, testutil.ServiceOptions{StripeTimeout: stripeTimeout})
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
 
-	var keys int
-	require.NoError(t, direct.QueryRow(context.Background(), "SELECT count(*) FROM idempotency_keys").Scan(&keys))
-	require.Equal(t, 1, keys)
-}
+		start := time.Now()
+		resp := svc.PostPayment(t, bundle.apiKey, "slow", visa)
+		requireProblem(t, resp, http.StatusServiceUnavailable, "processor-unavailable")
+		require.Less(t, time.Since(start), 5*stripeTimeout, "the call is bounded by the Stripe timeout")
 
-// A store that stops answering within a transaction (here a lock held for
-// ever; a commit waiting for a synchronous standby that is gone is the same
-// to the service) is answered 503 store-unavailable within db.TxTimeout,
-// nothing reserved; once it answers again the retry goes through.
-func TestAStalledStoreIsA503WithinTheBound(t *testing.T) {
-	t.Parallel()
-	svc := testutil.StartService(t, testutil.ServiceOptions{Workers: quietCompleter})
-	userID, apiKey := svc.NewUser(t)
-	ctx := context.Background()
-	stall, err := svc.Pool.Driver().Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = stall.Rollback(ctx) }()
-	// A key's insert takes a share lock on its user row (the foreign key).
-	_, err = stall.Exec(ctx, "SELECT 1 FROM users WHERE id = $1 FOR UPDATE", userID)
-	require.NoError(t, err)
+		// The hung call never reached Stripe's bookkeeping; the retry charges once.
+		retry := svc.PostPayment(t, bundle.apiKey, "slow", visa)
+		require.Equal(t, http.StatusCreated, retry.Status, "body: %s", retry.Body)
+		require.Len(t, svc.Stripe.PaymentIntents(), 1)
+	})
 
-	start := time.Now()
-	requireProblem(t, svc.PostPayment(t, apiKey, "stalled", visa), http.StatusServiceUnavailable, "store-unavailable")
-	took := time.Since(start)
-	require.GreaterOrEqual(t, took, db.TxTimeout-time.Second)
-	require.Less(t, took, db.TxTimeout+3*time.Second, "bounded by the transaction's timeout, not the request's")
+	t.Run("StoreUnreachableFailsClosed", func(t *testing.T) {
+		t.Parallel()
+		direct := testutil.NewDB(t)
+		cfg := direct.Driver().Config().Copy()
+		proxy := testutil.NewProxy(t, cfg.ConnConfig.Host+":"+itoa(int64(cfg.ConnConfig.Port)))
+		host, port := splitHostPort(t, proxy.Addr)
+		cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, port
+		proxied := testutil.ConnectConfig(t, cfg)
 
-	require.NoError(t, stall.Rollback(ctx))
-	resp := svc.PostPayment(t, apiKey, "stalled", visa)
-	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
-	require.Empty(t, resp.Header.Get("Idempotent-Replayed"), "nothing was reserved by the stalled request")
+		svc, bundle := setupWith(t, testutil.ServiceOptions{Pool: proxied})
+		require.Equal(t, http.StatusCreated, svc.PostPayment(t, bundle.apiKey, "before", visa).Status)
+
+		proxy.Cut()
+		resp := svc.PostPayment(t, bundle.apiKey, "after", visa)
+		requireProblem(t, resp, http.StatusServiceUnavailable, "store-unavailable")
+		require.NotEmpty(t, resp.Header.Get("Retry-After"))
+		require.EqualValues(t, 1, svc.Stripe.Stats().CreateRequests, "no Stripe call while the store is down")
+
+		// A request that could never succeed is refused as such, not answered
+		// "retry later", though its key cannot be read.
+		invalid := svc.PostPayment(t, bundle.apiKey, "after", strings.Replace(visa, "2000", "0", 1))
+		requireProblem(t, invalid, http.StatusBadRequest, "invalid-request")
+
+		// A read has no key to retry with, and its problem does not say so.
+		read := svc.Do(t, http.MethodGet, "/payments/1", "", "Authorization", "Bearer "+bundle.apiKey)
+		requireProblem(t, read, http.StatusServiceUnavailable, "store-unavailable")
+		require.NotContains(t, string(read.Body), "same key")
+
+		var keys int
+		require.NoError(t, direct.QueryRow(context.Background(), "SELECT count(*) FROM idempotency_keys").Scan(&keys))
+		require.Equal(t, 1, keys)
+	})
+
+	// A store that stops answering within a transaction (here a lock held for
+	// ever; a commit waiting for a synchronous standby that is gone is the same
+	// to the service) is answered 503 store-unavailable within db.TxTimeout,
+	// nothing reserved; once it answers again the retry goes through.
+	t.Run("AStalledStoreIsA503WithinTheBound", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setupWith(t, testutil.ServiceOptions{Workers: quietCompleter})
+		ctx := context.Background()
+		stall, err := svc.Pool.Driver().Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = stall.Rollback(ctx) }()
+		// A key's insert takes a share lock on its user row (the foreign key).
+		_, err = stall.Exec(ctx, "SELECT 1 FROM users WHERE id = $1 FOR UPDATE", bundle.userID)
+		require.NoError(t, err)
+
+		start := time.Now()
+		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "stalled", visa), http.StatusServiceUnavailable, "store-unavailable")
+		took := time.Since(start)
+		require.GreaterOrEqual(t, took, db.TxTimeout-time.Second)
+		require.Less(t, took, db.TxTimeout+3*time.Second, "bounded by the transaction's timeout, not the request's")
+
+		require.NoError(t, stall.Rollback(ctx))
+		resp := svc.PostPayment(t, bundle.apiKey, "stalled", visa)
+		require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+		require.Empty(t, resp.Header.Get("Idempotent-Replayed"), "nothing was reserved by the stalled request")
+	})
 }
 
 // crashOnce returns a hook that crashes the run the first time it fires at

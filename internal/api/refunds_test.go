@@ -16,186 +16,198 @@ import (
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
 
-func TestRefundPartThenTheRestThenNoMore(t *testing.T) {
+// TestRefunds covers POST /payments/{id}/refunds and GET /refunds/{id}.
+func TestRefunds(t *testing.T) {
 	t.Parallel()
-	svc := testutil.StartService(t, testutil.ServiceOptions{})
-	_, apiKey := svc.NewUser(t)
-	p := paid(t, svc, apiKey, "pay")
 
-	first := postRefund(t, svc, apiKey, "r1", p.ID, `{"amount": 500, "reason": "requested_by_customer"}`)
-	require.Equal(t, http.StatusCreated, first.Status, "body: %s", first.Body)
-	r1 := decode[refund](t, first)
-	require.Equal(t, refund{ID: r1.ID, PaymentID: p.ID, Amount: 500, Currency: "usd", Status: "succeeded",
-		Reason: r1.Reason, StripeRefundID: r1.StripeRefundID}, r1)
-	require.Equal(t, "requested_by_customer", *r1.Reason)
-	require.Equal(t, "/refunds/"+r1.ID, first.Header.Get("Location"))
-	got := svc.Do(t, http.MethodGet, first.Header.Get("Location"), "", "Authorization", "Bearer "+apiKey)
-	require.Equal(t, http.StatusOK, got.Status)
-	require.JSONEq(t, string(first.Body), string(got.Body))
-	require.EqualValues(t, 500, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
-
-	replay := postRefund(t, svc, apiKey, "r1", p.ID, `{"reason": "requested_by_customer", "amount": 500}`)
-	require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
-	require.Equal(t, string(first.Body), string(replay.Body))
-
-	rest := postRefund(t, svc, apiKey, "r2", p.ID, `{}`)
-	require.Equal(t, http.StatusCreated, rest.Status, "body: %s", rest.Body)
-	require.EqualValues(t, 1500, decode[refund](t, rest).Amount, "no amount: all that remains")
-	require.EqualValues(t, 2000, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
-
-	more := postRefund(t, svc, apiKey, "r3", p.ID, `{"amount": 1}`)
-	prob := requireProblem(t, more, http.StatusBadRequest, "refund-exceeds-payment")
-	require.Equal(t, p.ID, prob.PaymentID)
-	again := postRefund(t, svc, apiKey, "r3", p.ID, `{"amount": 1}`)
-	require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"), "a refusal is stored")
-
-	refunds := svc.Stripe.Refunds()
-	require.Len(t, refunds, 2)
-	var total int64
-	for _, r := range refunds {
-		total += r.Amount
+	type testBundle struct {
+		apiKey string
+		userID int64
 	}
-	require.EqualValues(t, 2000, total, "Stripe was never asked for more than the payment")
-}
 
-// Twenty concurrent refunds of a tenth of a payment, each under its own
-// key: exactly ten are made, ten are refused, and Stripe refunds exactly
-// the payment.
-func TestConcurrentRefundsNeverOverRefund(t *testing.T) {
-	t.Parallel()
-	svc := testutil.StartService(t, testutil.ServiceOptions{})
-	_, apiKey := svc.NewUser(t)
-	p := paid(t, svc, apiKey, "pay")
-
-	var waits []func() *testutil.Response
-	for i := range 20 {
-		waits = append(waits, testutil.Go(t, func(t testing.TB) *testutil.Response {
-			return postRefund(t, svc, apiKey, fmt.Sprintf("tenth-%d", i), p.ID, `{"amount": 200}`)
-		}))
+	setup := func(t *testing.T) (*testutil.Service, *testBundle) {
+		t.Helper()
+		svc := testutil.StartService(t, testutil.ServiceOptions{})
+		userID, apiKey := svc.NewUser(t)
+		return svc, &testBundle{apiKey: apiKey, userID: userID}
 	}
-	answers := map[int]int{}
-	for _, wait := range waits {
-		answers[wait().Status]++
-	}
-	require.Equal(t, map[int]int{http.StatusCreated: 10, http.StatusBadRequest: 10}, answers)
-	require.Len(t, svc.Stripe.Refunds(), 10)
-	require.EqualValues(t, 2000, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
-	var refused int
-	require.NoError(t, svc.Pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM idempotency_keys WHERE convert_from(response_body, 'UTF8') LIKE '%refund-exceeds-payment%'`).Scan(&refused))
-	require.Equal(t, 10, refused, "every refusal is stored as refund-exceeds-payment")
-}
 
-func TestRefundRefusalsAndScope(t *testing.T) {
-	t.Parallel()
-	svc := testutil.StartService(t, testutil.ServiceOptions{})
-	_, apiKey := svc.NewUser(t)
-	_, otherKey := svc.NewUser(t)
-	p := paid(t, svc, apiKey, "pay")
+	t.Run("RefundPartThenTheRestThenNoMore", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay")
 
-	declined := svc.PostPayment(t, apiKey, "declined", `{"amount": 900, "currency": "usd", "payment_method": "pm_card_chargeDeclined"}`)
-	require.Equal(t, http.StatusPaymentRequired, declined.Status)
-	failedID := decode[problemBody](t, declined).PaymentID
-	requireProblem(t, postRefund(t, svc, apiKey, "of-declined", failedID, `{}`), http.StatusBadRequest, "payment-not-refundable")
+		first := postRefund(t, svc, bundle.apiKey, "r1", p.ID, `{"amount": 500, "reason": "requested_by_customer"}`)
+		require.Equal(t, http.StatusCreated, first.Status, "body: %s", first.Body)
+		r1 := decode[refund](t, first)
+		require.Equal(t, refund{ID: r1.ID, PaymentID: p.ID, Amount: 500, Currency: "usd", Status: "succeeded",
+			Reason: r1.Reason, StripeRefundID: r1.StripeRefundID}, r1)
+		require.Equal(t, "requested_by_customer", *r1.Reason)
+		require.Equal(t, "/refunds/"+r1.ID, first.Header.Get("Location"))
+		got := svc.Do(t, http.MethodGet, first.Header.Get("Location"), "", "Authorization", "Bearer "+bundle.apiKey)
+		require.Equal(t, http.StatusOK, got.Status)
+		require.JSONEq(t, string(first.Body), string(got.Body))
+		require.EqualValues(t, 500, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
 
-	// Another user's payment, or none: 404, and nothing stored, so the key
-	// stays free for the caller's own payment.
-	requireProblem(t, postRefund(t, svc, otherKey, "mine", p.ID, `{}`), http.StatusNotFound, "not-found")
-	requireProblem(t, postRefund(t, svc, apiKey, "nowhere", ids.Format(ids.Payment, ids.New()), `{}`), http.StatusNotFound, "not-found")
-	requireProblem(t, postRefund(t, svc, apiKey, "nowhere", "999999", `{}`), http.StatusNotFound, "not-found")
-	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "nowhere", p.ID, `{"amount": 100}`).Status)
+		replay := postRefund(t, svc, bundle.apiKey, "r1", p.ID, `{"reason": "requested_by_customer", "amount": 500}`)
+		require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+		require.Equal(t, string(first.Body), string(replay.Body))
 
-	// One key and body sent to two payments are two requests.
-	p2 := paid(t, svc, apiKey, "pay-2")
-	requireProblem(t, postRefund(t, svc, apiKey, "nowhere", p2.ID, `{"amount": 100}`), http.StatusUnprocessableEntity, "idempotency-key-reused")
-	// The digest covers the path as sent, which the router reads: the same
-	// id written with escapes is no id, and is refused, not replayed.
-	var escaped strings.Builder
-	for _, c := range p.ID {
-		fmt.Fprintf(&escaped, "%%%02X", c)
-	}
-	requireProblem(t, svc.Do(t, http.MethodPost, "/payments/"+escaped.String()+"/refunds", `{"amount": 100}`,
-		"Authorization", "Bearer "+apiKey, "Idempotency-Key", "nowhere", "Content-Type", "application/json"),
-		http.StatusBadRequest, "invalid-request")
+		rest := postRefund(t, svc, bundle.apiKey, "r2", p.ID, `{}`)
+		require.Equal(t, http.StatusCreated, rest.Status, "body: %s", rest.Body)
+		require.EqualValues(t, 1500, decode[refund](t, rest).Amount, "no amount: all that remains")
+		require.EqualValues(t, 2000, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
 
-	for _, body := range []string{`{"amount": 0}`, `{"amount": "5"}`, `{"reason": "because"}`, `{"tip": 1}`, `[]`} {
-		requireProblem(t, postRefund(t, svc, apiKey, "bad", p.ID, body), http.StatusBadRequest, "invalid-request")
-	}
-	requireProblem(t, svc.Do(t, http.MethodPost, "/payments/abc/refunds", `{}`, "Authorization", "Bearer "+apiKey,
-		"Idempotency-Key", "bad", "Content-Type", "application/json"), http.StatusBadRequest, "invalid-request")
-	require.Len(t, svc.Stripe.Refunds(), 1)
-}
+		more := postRefund(t, svc, bundle.apiKey, "r3", p.ID, `{"amount": 1}`)
+		prob := requireProblem(t, more, http.StatusBadRequest, "refund-exceeds-payment")
+		require.Equal(t, p.ID, prob.PaymentID)
+		again := postRefund(t, svc, bundle.apiKey, "r3", p.ID, `{"amount": 1}`)
+		require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"), "a refusal is stored")
 
-// A refund's indeterminate 500 that did refund is adopted, never made twice;
-// a refund that fails at Stripe gives its amount back.
-func TestRefundOutcomesFromStripe(t *testing.T) {
-	t.Parallel()
-	svc := testutil.StartService(t, testutil.ServiceOptions{})
-	_, apiKey := svc.NewUser(t)
-	p := paid(t, svc, apiKey, "pay")
+		refunds := svc.Stripe.Refunds()
+		require.Len(t, refunds, 2)
+		var total int64
+		for _, r := range refunds {
+			total += r.Amount
+		}
+		require.EqualValues(t, 2000, total, "Stripe was never asked for more than the payment")
+	})
 
-	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500Charged})
-	requireProblem(t, postRefund(t, svc, apiKey, "r1", p.ID, `{"amount": 700}`), http.StatusServiceUnavailable, "processor-unavailable")
-	require.Len(t, svc.Stripe.Refunds(), 1, "the 500 did refund")
-	resp := postRefund(t, svc, apiKey, "r1", p.ID, `{"amount": 700}`)
-	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
-	require.Equal(t, svc.Stripe.Refunds()[0].ID, *decode[refund](t, resp).StripeRefundID)
-	require.Len(t, svc.Stripe.Refunds(), 1, "adopted, not made twice")
+	// Twenty concurrent refunds of a tenth of a payment, each under its own
+	// key: exactly ten are made, ten are refused, and Stripe refunds exactly
+	// the payment.
+	t.Run("ConcurrentRefundsNeverOverRefund", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay")
 
-	// A pending refund holds its amount: it counts against the payment,
-	// though Stripe has not refunded it yet.
-	require.NoError(t, svc.Stripe.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
-	pending := postRefund(t, svc, apiKey, "r2", p.ID, `{"amount": 600}`)
-	require.Equal(t, http.StatusCreated, pending.Status, "body: %s", pending.Body)
-	require.Equal(t, "pending", decode[refund](t, pending).Status)
-	require.EqualValues(t, 700, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
-	require.NoError(t, svc.Stripe.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
+		var waits []func() *testutil.Response
+		for i := range 20 {
+			waits = append(waits, testutil.Go(t, func(t testing.TB) *testutil.Response {
+				return postRefund(t, svc, bundle.apiKey, fmt.Sprintf("tenth-%d", i), p.ID, `{"amount": 200}`)
+			}))
+		}
+		answers := map[int]int{}
+		for _, wait := range waits {
+			answers[wait().Status]++
+		}
+		require.Equal(t, map[int]int{http.StatusCreated: 10, http.StatusBadRequest: 10}, answers)
+		require.Len(t, svc.Stripe.Refunds(), 10)
+		require.EqualValues(t, 2000, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
+		var refused int
+		require.NoError(t, svc.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM idempotency_keys WHERE convert_from(response_body, 'UTF8') LIKE '%refund-exceeds-payment%'`).Scan(&refused))
+		require.Equal(t, 10, refused, "every refusal is stored as refund-exceeds-payment")
+	})
 
-	// Refunded behind our back (in Stripe's dashboard, say): Stripe refuses
-	// more than it holds, the refusal is stored, and the refused refund
-	// gives its amount back.
-	behind := &stripe.RefundParams{PaymentIntent: p.StripePaymentIntentID, Amount: stripe.Int64(500)}
-	_, err := stripeClient(&testutil.Emulator{Server: svc.Stripe, URL: svc.StripeURL}).Refunds.New(behind)
-	require.NoError(t, err)
-	refused := postRefund(t, svc, apiKey, "r3", p.ID, `{}`)
-	prob := requireProblem(t, refused, http.StatusBadRequest, "refund-rejected")
-	require.Equal(t, p.ID, prob.PaymentID)
-	rest := postRefund(t, svc, apiKey, "r4", p.ID, `{"amount": 200}`)
-	require.Equal(t, http.StatusCreated, rest.Status, "the refused 700 was given back; body: %s", rest.Body)
-	require.EqualValues(t, 900, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
-}
+	t.Run("RefundRefusalsAndScope", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		_, otherKey := svc.NewUser(t)
+		p := paid(t, svc, bundle.apiKey, "pay")
 
-// Defect: a refund of a payment whose charge was still being decided was
-// refused for good (400 payment-not-refundable, stored). After a failover
-// to an asynchronous standby lost a payment's last commits, the payment was
-// pending again while its client held the 201, and the refusal stored for
-// the client's refund contradicted the refund Stripe had already made under
-// the same key (make chaos-failover, async). Now nothing is stored: the
-// client retries until the payment is settled.
-func TestRefundOfAPendingPaymentIsRetriedNotRefused(t *testing.T) {
-	t.Parallel()
-	svc := testutil.StartService(t, testutil.ServiceOptions{})
-	_, apiKey := svc.NewUser(t)
-	ctx := context.Background()
+		declined := svc.PostPayment(t, bundle.apiKey, "declined", `{"amount": 900, "currency": "usd", "payment_method": "pm_card_chargeDeclined"}`)
+		require.Equal(t, http.StatusPaymentRequired, declined.Status)
+		failedID := decode[problemBody](t, declined).PaymentID
+		requireProblem(t, postRefund(t, svc, bundle.apiKey, "of-declined", failedID, `{}`), http.StatusBadRequest, "payment-not-refundable")
 
-	// Charged, but the answer was lost: the payment stays pending.
-	svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultLostAnswer})
-	requireProblem(t, svc.PostPayment(t, apiKey, "pay", visa), http.StatusServiceUnavailable, "processor-unavailable")
-	var public uuid.UUID
-	require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT public_id FROM payments WHERE idempotency_key_id = $1",
-		keyID(t, svc, "pay")).Scan(&public))
-	paymentID := ids.Format(ids.Payment, public)
+		// Another user's payment, or none: 404, and nothing stored, so the key
+		// stays free for the caller's own payment.
+		requireProblem(t, postRefund(t, svc, otherKey, "mine", p.ID, `{}`), http.StatusNotFound, "not-found")
+		requireProblem(t, postRefund(t, svc, bundle.apiKey, "nowhere", ids.Format(ids.Payment, ids.New()), `{}`), http.StatusNotFound, "not-found")
+		requireProblem(t, postRefund(t, svc, bundle.apiKey, "nowhere", "999999", `{}`), http.StatusNotFound, "not-found")
+		require.Equal(t, http.StatusCreated, postRefund(t, svc, bundle.apiKey, "nowhere", p.ID, `{"amount": 100}`).Status)
 
-	resp := postRefund(t, svc, apiKey, "refund", paymentID, `{}`)
-	requireProblem(t, resp, http.StatusConflict, "idempotency-key-in-use")
-	require.NotEmpty(t, resp.Header.Get("Retry-After"))
-	var stored int
-	require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT count(*) FROM idempotency_keys WHERE idempotency_key = 'refund'").Scan(&stored))
-	require.Zero(t, stored, "no answer is stored for the refund")
-	require.Empty(t, svc.Stripe.Refunds())
+		// One key and body sent to two payments are two requests.
+		p2 := paid(t, svc, bundle.apiKey, "pay-2")
+		requireProblem(t, postRefund(t, svc, bundle.apiKey, "nowhere", p2.ID, `{"amount": 100}`), http.StatusUnprocessableEntity, "idempotency-key-reused")
+		// The digest covers the path as sent, which the router reads: the same
+		// id written with escapes is no id, and is refused, not replayed.
+		var escaped strings.Builder
+		for _, c := range p.ID {
+			fmt.Fprintf(&escaped, "%%%02X", c)
+		}
+		requireProblem(t, svc.Do(t, http.MethodPost, "/payments/"+escaped.String()+"/refunds", `{"amount": 100}`,
+			"Authorization", "Bearer "+bundle.apiKey, "Idempotency-Key", "nowhere", "Content-Type", "application/json"),
+			http.StatusBadRequest, "invalid-request")
 
-	// Once the payment is settled, the same key refunds it.
-	require.Equal(t, http.StatusCreated, svc.PostPayment(t, apiKey, "pay", visa).Status)
-	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "refund", paymentID, `{}`).Status)
-	require.Len(t, svc.Stripe.Refunds(), 1)
+		for _, body := range []string{`{"amount": 0}`, `{"amount": "5"}`, `{"reason": "because"}`, `{"tip": 1}`, `[]`} {
+			requireProblem(t, postRefund(t, svc, bundle.apiKey, "bad", p.ID, body), http.StatusBadRequest, "invalid-request")
+		}
+		requireProblem(t, svc.Do(t, http.MethodPost, "/payments/abc/refunds", `{}`, "Authorization", "Bearer "+bundle.apiKey,
+			"Idempotency-Key", "bad", "Content-Type", "application/json"), http.StatusBadRequest, "invalid-request")
+		require.Len(t, svc.Stripe.Refunds(), 1)
+	})
+
+	// A refund's indeterminate 500 that did refund is adopted, never made twice;
+	// a refund that fails at Stripe gives its amount back.
+	t.Run("RefundOutcomesFromStripe", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay")
+
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500Charged})
+		requireProblem(t, postRefund(t, svc, bundle.apiKey, "r1", p.ID, `{"amount": 700}`), http.StatusServiceUnavailable, "processor-unavailable")
+		require.Len(t, svc.Stripe.Refunds(), 1, "the 500 did refund")
+		resp := postRefund(t, svc, bundle.apiKey, "r1", p.ID, `{"amount": 700}`)
+		require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+		require.Equal(t, svc.Stripe.Refunds()[0].ID, *decode[refund](t, resp).StripeRefundID)
+		require.Len(t, svc.Stripe.Refunds(), 1, "adopted, not made twice")
+
+		// A pending refund holds its amount: it counts against the payment,
+		// though Stripe has not refunded it yet.
+		require.NoError(t, svc.Stripe.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+		pending := postRefund(t, svc, bundle.apiKey, "r2", p.ID, `{"amount": 600}`)
+		require.Equal(t, http.StatusCreated, pending.Status, "body: %s", pending.Body)
+		require.Equal(t, "pending", decode[refund](t, pending).Status)
+		require.EqualValues(t, 700, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
+		require.NoError(t, svc.Stripe.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
+
+		// Refunded behind our back (in Stripe's dashboard, say): Stripe refuses
+		// more than it holds, the refusal is stored, and the refused refund
+		// gives its amount back.
+		behind := &stripe.RefundParams{PaymentIntent: p.StripePaymentIntentID, Amount: stripe.Int64(500)}
+		_, err := stripeClient(&testutil.Emulator{Server: svc.Stripe, URL: svc.StripeURL}).Refunds.New(behind)
+		require.NoError(t, err)
+		refused := postRefund(t, svc, bundle.apiKey, "r3", p.ID, `{}`)
+		prob := requireProblem(t, refused, http.StatusBadRequest, "refund-rejected")
+		require.Equal(t, p.ID, prob.PaymentID)
+		rest := postRefund(t, svc, bundle.apiKey, "r4", p.ID, `{"amount": 200}`)
+		require.Equal(t, http.StatusCreated, rest.Status, "the refused 700 was given back; body: %s", rest.Body)
+		require.EqualValues(t, 900, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
+	})
+
+	// Defect: a refund of a payment whose charge was still being decided was
+	// refused for good (400 payment-not-refundable, stored). After a failover
+	// to an asynchronous standby lost a payment's last commits, the payment was
+	// pending again while its client held the 201, and the refusal stored for
+	// the client's refund contradicted the refund Stripe had already made under
+	// the same key (make chaos-failover, async). Now nothing is stored: the
+	// client retries until the payment is settled.
+	t.Run("RefundOfAPendingPaymentIsRetriedNotRefused", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		ctx := context.Background()
+
+		// Charged, but the answer was lost: the payment stays pending.
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultLostAnswer})
+		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "pay", visa), http.StatusServiceUnavailable, "processor-unavailable")
+		var public uuid.UUID
+		require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT public_id FROM payments WHERE idempotency_key_id = $1",
+			keyID(t, svc, "pay")).Scan(&public))
+		paymentID := ids.Format(ids.Payment, public)
+
+		resp := postRefund(t, svc, bundle.apiKey, "refund", paymentID, `{}`)
+		requireProblem(t, resp, http.StatusConflict, "idempotency-key-in-use")
+		require.NotEmpty(t, resp.Header.Get("Retry-After"))
+		var stored int
+		require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT count(*) FROM idempotency_keys WHERE idempotency_key = 'refund'").Scan(&stored))
+		require.Zero(t, stored, "no answer is stored for the refund")
+		require.Empty(t, svc.Stripe.Refunds())
+
+		// Once the payment is settled, the same key refunds it.
+		require.Equal(t, http.StatusCreated, svc.PostPayment(t, bundle.apiKey, "pay", visa).Status)
+		require.Equal(t, http.StatusCreated, postRefund(t, svc, bundle.apiKey, "refund", paymentID, `{}`).Status)
+		require.Len(t, svc.Stripe.Refunds(), 1)
+	})
 }
