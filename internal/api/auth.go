@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
@@ -65,7 +67,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, r, err)
 			return
 		}
-		request(r.Context()).userID = id
-		next.ServeHTTP(w, r)
+		logField(r, func(c zerolog.Context) zerolog.Context { return c.Int64("user_id", id) })
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, id)))
 	})
 }

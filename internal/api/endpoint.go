@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/idempotency"
 	"github.com/paymentsd/paymentsd/internal/metrics"
@@ -62,14 +63,15 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 		writeProblem(w, problem.New(kind, err.Error()))
 		return
 	}
-	st := request(r.Context())
-	st.key, st.flow, st.route = key, ep.Flow.FlowName(), ep.Pattern
+	logField(r, func(c zerolog.Context) zerolog.Context {
+		return c.Str("idempotency_key", key).Str("flow", ep.Flow.FlowName())
+	})
 
 	body, ok := readJSONBody(w, r)
 	if !ok {
 		return
 	}
-	user := st.userID
+	user := userID(r.Context())
 	req := &phases.Request{
 		UserID:     user,
 		Key:        key,
@@ -157,17 +159,15 @@ func refusalOf(err error) *refusal {
 
 // logRecoveryPoint adds to the access line how far the request got.
 func logRecoveryPoint(r *http.Request, err error) {
-	st := request(r.Context())
-	if err == nil {
-		st.recoveryPoint = string(phases.Finished)
-		return
+	point := phases.Finished
+	if err != nil {
+		var ambiguous *phases.AmbiguousError
+		if !errors.As(err, &ambiguous) {
+			return
+		}
+		point = ambiguous.Point
 	}
-	// Declared here only: errors.As takes its address, which moves it to
-	// the heap, and most requests end without an error.
-	var ambiguous *phases.AmbiguousError
-	if errors.As(err, &ambiguous) {
-		st.recoveryPoint = string(ambiguous.Point)
-	}
+	logField(r, func(c zerolog.Context) zerolog.Context { return c.Str("recovery_point", string(point)) })
 }
 
 // writeStored sends a stored response exactly as it was stored.
@@ -189,9 +189,13 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	}
 	var from io.Reader = r.Body // net/http reads no more than an announced length
 	if r.ContentLength < 0 || r.ContentLength > MaxBodyBytes {
-		// The connection's own writer, which MaxBytesReader tells to close
-		// the connection once the limit is hit.
-		from = http.MaxBytesReader(unwrap(w), r.Body, MaxBodyBytes)
+		// The connection's own writer, under the access log's, which
+		// MaxBytesReader tells to close the connection once the limit is hit.
+		conn := w
+		if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
+			conn = u.Unwrap()
+		}
+		from = http.MaxBytesReader(conn, r.Body, MaxBodyBytes)
 	}
 	body, err := readAll(from, r.ContentLength)
 	if err != nil {
