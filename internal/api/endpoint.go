@@ -117,7 +117,8 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	// even if the client hangs up: the engine detaches the run from its
 	// cancellation then, bounded by RunTimeout.
 	res, err := s.engine.Execute(r.Context(), req)
-	if refused := refusalOf(err); refused != nil {
+	var refused *refusal
+	if errors.As(err, &refused) {
 		writeProblem(w, refused.p)
 		return
 	}
@@ -142,20 +143,6 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 type refusal struct{ p *problem.Problem }
 
 func (r *refusal) Error() string { return r.p.Detail }
-
-// refusalOf is err's refusal, if it is one. The variable errors.As fills
-// is declared past the common case, no error: taking its address moves it
-// to the heap.
-func refusalOf(err error) *refusal {
-	if err == nil {
-		return nil
-	}
-	var refused *refusal
-	if errors.As(err, &refused) {
-		return refused
-	}
-	return nil
-}
 
 // logRecoveryPoint adds to the access line how far the request got.
 func logRecoveryPoint(r *http.Request, err error) {
