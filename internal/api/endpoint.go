@@ -174,17 +174,14 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		writeProblem(w, problem.New(problem.UnsupportedMediaType, "Send the body as Content-Type: application/json (UTF-8)."))
 		return nil, false
 	}
-	var from io.Reader = r.Body // net/http reads no more than an announced length
-	if r.ContentLength < 0 || r.ContentLength > MaxBodyBytes {
-		// The connection's own writer, under the access log's, which
-		// MaxBytesReader tells to close the connection once the limit is hit.
-		conn := w
-		if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
-			conn = u.Unwrap()
-		}
-		from = http.MaxBytesReader(conn, r.Body, MaxBodyBytes)
+	// MaxBytesReader closes the connection once the limit is hit only when
+	// it is handed the connection's own writer, the one under the access
+	// log's.
+	conn := w
+	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
+		conn = u.Unwrap()
 	}
-	body, err := readAll(from, r.ContentLength)
+	body, err := io.ReadAll(http.MaxBytesReader(conn, r.Body, MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -199,29 +196,7 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 
 // isJSON accepts application/json, in UTF-8 if a charset is named.
 func isJSON(contentType string) bool {
-	if contentType == "application/json" { // the common case, without parsing
-		return true
-	}
 	mediaType, params, err := mime.ParseMediaType(contentType)
 	charset, hasCharset := params["charset"]
 	return err == nil && mediaType == "application/json" && (!hasCharset || strings.EqualFold(charset, "utf-8"))
-}
-
-// readAll reads r to its end into one buffer of the announced length when
-// there is one (io.ReadAll grows its buffer from 512 bytes).
-func readAll(r io.Reader, length int64) ([]byte, error) {
-	if length <= 0 || length > MaxBodyBytes {
-		return io.ReadAll(r)
-	}
-	buf := make([]byte, length+1) // one more, to see the end
-	n, err := io.ReadFull(r, buf)
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF) && int64(n) == length:
-		return buf[:n], nil
-	case err != nil: // a body that ends before its announced length too
-		return nil, err
-	}
-	// More than announced: the server refuses that itself, but be safe.
-	rest, err := io.ReadAll(r)
-	return append(buf, rest...), err
 }
