@@ -35,9 +35,10 @@ type Endpoint struct {
 	// Noun names what a body describes, for the 400 answer ("payment").
 	Noun string
 	// Decode validates the body and the path values (pathValue returns one
-	// by name) and returns the request as the flow will read it back: the
-	// canonical params, path values included, which the fingerprint covers
-	// and the key row stores. Field errors answer 400 and store nothing, so
+	// by name) and returns the request as the flow will read it back: its
+	// params in JSON, path values included (encoding/json's encoding of a
+	// params struct), which the fingerprint covers and the key row stores,
+	// both in RFC 8785 form. Field errors answer 400 and store nothing, so
 	// a corrected retry with the same key proceeds. It must depend on its
 	// arguments alone: a retry that sends what the request that made its
 	// key sent (method, path as sent, body) is answered without it
