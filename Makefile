@@ -92,8 +92,6 @@ FUZZTIME ?= 100000x
 FUZZ_TARGETS = \
 	internal/idempotency:FuzzParseKey \
 	internal/idempotency:FuzzFingerprint \
-	internal/idempotency:FuzzAlreadyCanonical \
-	internal/idempotency:FuzzAppendString \
 	internal/phases/payments:FuzzDecodeParams
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
