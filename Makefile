@@ -92,10 +92,7 @@ FUZZTIME ?= 100000x
 FUZZ_TARGETS = \
 	internal/idempotency:FuzzParseKey \
 	internal/idempotency:FuzzFingerprint \
-	internal/idempotency:FuzzAlreadyCanonical \
-	internal/idempotency:FuzzAppendString \
-	internal/phases/payments:FuzzDecodeParams \
-	internal/jsonbody:FuzzSplitObject
+	internal/phases/payments:FuzzDecodeParams
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  set -- -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10000x "./$${t%%:*}"; \

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
@@ -30,14 +32,12 @@ func HashAPIKey(key string) []byte {
 
 // lookupUser resolves an API key to its user id, through the cache.
 func (s *Server) lookupUser(ctx context.Context, key string) (int64, error) {
-	var buf [64]byte // on the stack for every key this service issues
-	hash := sha256.Sum256(append(buf[:0], key...))
+	hash := sha256.Sum256([]byte(key))
 	now := time.Now()
 	if id, ok := s.auth.get(hash, now); ok {
 		return id, nil
 	}
-	query := hash // a copy for the query, so that only a miss moves one to the heap
-	user, err := s.queries.UserGetByAPIKeyHash(ctx, s.pool, query[:])
+	user, err := s.queries.UserGetByAPIKeyHash(ctx, s.pool, hash[:])
 	if err != nil {
 		return 0, err
 	}
@@ -65,7 +65,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, r, err)
 			return
 		}
-		request(r.Context()).userID = id
-		next.ServeHTTP(w, r)
+		logField(r, func(c zerolog.Context) zerolog.Context { return c.Int64("user_id", id) })
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, id)))
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/idempotency"
 	"github.com/paymentsd/paymentsd/internal/metrics"
@@ -34,9 +35,10 @@ type Endpoint struct {
 	// Noun names what a body describes, for the 400 answer ("payment").
 	Noun string
 	// Decode validates the body and the path values (pathValue returns one
-	// by name) and returns the request as the flow will read it back: the
-	// canonical params, path values included, which the fingerprint covers
-	// and the key row stores. Field errors answer 400 and store nothing, so
+	// by name) and returns the request as the flow will read it back: its
+	// params in JSON, path values included (encoding/json's encoding of a
+	// params struct), which the fingerprint covers and the key row stores,
+	// both in RFC 8785 form. Field errors answer 400 and store nothing, so
 	// a corrected retry with the same key proceeds. It must depend on its
 	// arguments alone: a retry that sends what the request that made its
 	// key sent (method, path as sent, body) is answered without it
@@ -62,14 +64,15 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 		writeProblem(w, problem.New(kind, err.Error()))
 		return
 	}
-	st := request(r.Context())
-	st.key, st.flow, st.route = key, ep.Flow.FlowName(), ep.Pattern
+	logField(r, func(c zerolog.Context) zerolog.Context {
+		return c.Str("idempotency_key", key).Str("flow", ep.Flow.FlowName())
+	})
 
 	body, ok := readJSONBody(w, r)
 	if !ok {
 		return
 	}
-	user := st.userID
+	user := userID(r.Context())
 	req := &phases.Request{
 		UserID:     user,
 		Key:        key,
@@ -115,7 +118,8 @@ func (s *Server) serveIdempotent(ep *Endpoint, w http.ResponseWriter, r *http.Re
 	// even if the client hangs up: the engine detaches the run from its
 	// cancellation then, bounded by RunTimeout.
 	res, err := s.engine.Execute(r.Context(), req)
-	if refused := refusalOf(err); refused != nil {
+	var refused *refusal
+	if errors.As(err, &refused) {
 		writeProblem(w, refused.p)
 		return
 	}
@@ -141,33 +145,17 @@ type refusal struct{ p *problem.Problem }
 
 func (r *refusal) Error() string { return r.p.Detail }
 
-// refusalOf is err's refusal, if it is one. The variable errors.As fills
-// is declared past the common case, no error: taking its address moves it
-// to the heap.
-func refusalOf(err error) *refusal {
-	if err == nil {
-		return nil
-	}
-	var refused *refusal
-	if errors.As(err, &refused) {
-		return refused
-	}
-	return nil
-}
-
 // logRecoveryPoint adds to the access line how far the request got.
 func logRecoveryPoint(r *http.Request, err error) {
-	st := request(r.Context())
-	if err == nil {
-		st.recoveryPoint = string(phases.Finished)
-		return
+	point := phases.Finished
+	if err != nil {
+		var ambiguous *phases.AmbiguousError
+		if !errors.As(err, &ambiguous) {
+			return
+		}
+		point = ambiguous.Point
 	}
-	// Declared here only: errors.As takes its address, which moves it to
-	// the heap, and most requests end without an error.
-	var ambiguous *phases.AmbiguousError
-	if errors.As(err, &ambiguous) {
-		st.recoveryPoint = string(ambiguous.Point)
-	}
+	logField(r, func(c zerolog.Context) zerolog.Context { return c.Str("recovery_point", string(point)) })
 }
 
 // writeStored sends a stored response exactly as it was stored.
@@ -187,13 +175,14 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		writeProblem(w, problem.New(problem.UnsupportedMediaType, "Send the body as Content-Type: application/json (UTF-8)."))
 		return nil, false
 	}
-	var from io.Reader = r.Body // net/http reads no more than an announced length
-	if r.ContentLength < 0 || r.ContentLength > MaxBodyBytes {
-		// The connection's own writer, which MaxBytesReader tells to close
-		// the connection once the limit is hit.
-		from = http.MaxBytesReader(unwrap(w), r.Body, MaxBodyBytes)
+	// MaxBytesReader closes the connection once the limit is hit only when
+	// it is handed the connection's own writer, the one under the access
+	// log's.
+	conn := w
+	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
+		conn = u.Unwrap()
 	}
-	body, err := readAll(from, r.ContentLength)
+	body, err := io.ReadAll(http.MaxBytesReader(conn, r.Body, MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -208,29 +197,7 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 
 // isJSON accepts application/json, in UTF-8 if a charset is named.
 func isJSON(contentType string) bool {
-	if contentType == "application/json" { // the common case, without parsing
-		return true
-	}
 	mediaType, params, err := mime.ParseMediaType(contentType)
 	charset, hasCharset := params["charset"]
 	return err == nil && mediaType == "application/json" && (!hasCharset || strings.EqualFold(charset, "utf-8"))
-}
-
-// readAll reads r to its end into one buffer of the announced length when
-// there is one (io.ReadAll grows its buffer from 512 bytes).
-func readAll(r io.Reader, length int64) ([]byte, error) {
-	if length <= 0 || length > MaxBodyBytes {
-		return io.ReadAll(r)
-	}
-	buf := make([]byte, length+1) // one more, to see the end
-	n, err := io.ReadFull(r, buf)
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF) && int64(n) == length:
-		return buf[:n], nil
-	case err != nil: // a body that ends before its announced length too
-		return nil, err
-	}
-	// More than announced: the server refuses that itself, but be safe.
-	rest, err := io.ReadAll(r)
-	return append(buf, rest...), err
 }

@@ -1,50 +1,73 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
 
-// accessLog gives each request a request id, its state and a logger that
-// logs both (see requestState), routes it through routes, and writes one
-// line per request. It never logs headers or bodies: they carry API keys
-// and payment data.
-func (s *Server) accessLog(routes chi.Router) http.Handler {
+// accessLog gives each request a request id and a logger that logs it, and
+// writes one line per request once it is answered, with the metrics. The
+// handlers add what they learn to the request's logger (logField): the
+// user, the idempotency key and its flow, how far the request got. It never
+// logs headers or bodies: they carry API keys and payment data.
+//
+// It is the router's first middleware, so that chi's routing context, which
+// names the route pattern, is still there when the handler returns.
+func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := newRequestID()
 		w.Header().Set("Request-Id", id)
-		st := newRequestState(r.Context(), id, routes, w)
-		r = r.WithContext(st.withLogger(s.log))
+		log := s.log.With().Str("request_id", id).Logger()
+		r = r.WithContext(log.WithContext(r.Context()))
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 
-		routes.ServeHTTP(&st.writer, r)
+		next.ServeHTTP(ww, r)
 
-		route := st.route // an endpoint's own pattern, without chi joining it again
-		if route == "" {
-			route = st.routing.RoutePattern()
-		}
+		route := chi.RouteContext(r.Context()).RoutePattern()
 		if route == "" {
 			route = "unmatched" // keeps unknown paths from inflating label cardinality
 		}
-		took := time.Since(start)
-		status := st.writer.Status()
-		s.metrics.ObserveRequest(route, methodLabel(r.Method), status, took)
-		if line := zerolog.Ctx(r.Context()).Info(); line.Enabled() { // below info, skip reading the headers
-			line.Str("method", r.Method).
-				Str("route", route).
-				Int("status", status).
-				Bool("replayed", w.Header().Get("Idempotent-Replayed") == "true").
-				Dur("duration", took).
-				Msg("request")
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK // nothing written: net/http answers 200
 		}
+		took := time.Since(start)
+		s.metrics.ObserveRequest(route, methodLabel(r.Method), status, took)
+		zerolog.Ctx(r.Context()).Info().
+			Str("method", r.Method).
+			Str("route", route).
+			Int("status", status).
+			Bool("replayed", w.Header().Get("Idempotent-Replayed") == "true").
+			Dur("duration", took).
+			Msg("request")
 	})
+}
+
+// logField adds a field to every line logged for r from now on, the access
+// line included. It changes the request's logger in place (zerolog's
+// UpdateContext), so it must not run while another goroutine logs through
+// r's context; the engine runs a request's phases on the handler's own.
+func logField(r *http.Request, add func(zerolog.Context) zerolog.Context) {
+	zerolog.Ctx(r.Context()).UpdateContext(add)
+}
+
+// userKey is the context key of the authenticated user's id.
+type userKey struct{}
+
+// userID is the authenticated user of the request (authenticate).
+func userID(ctx context.Context) int64 {
+	id, _ := ctx.Value(userKey{}).(int64)
+	return id
 }
 
 // methodLabel is a request's method as the metrics label it: a method of
@@ -79,7 +102,5 @@ func (s *Server) recoverPanic(next http.Handler) http.Handler {
 func newRequestID() string {
 	var random [12]byte
 	_, _ = rand.Read(random[:])
-	id := [len("req_") + 2*len(random)]byte{'r', 'e', 'q', '_'}
-	hex.Encode(id[len("req_"):], random[:])
-	return string(id[:])
+	return "req_" + hex.EncodeToString(random[:])
 }

@@ -73,7 +73,7 @@ func NewServer(pool *db.Pool, engine *phases.Engine, m *metrics.Metrics, log zer
 // Handler is the router with every route and middleware.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverPanic)
+	r.Use(s.accessLog, s.recoverPanic)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, problem.New(problem.NotFound, "No such resource."))
 	})
@@ -104,7 +104,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get(payments.Path+"/{id}/refunds", s.listRefunds)
 		r.Get("/refunds/{id}", s.getRefund)
 	})
-	return s.accessLog(r)
+	return r
 }
 
 // allowedMethods lists the methods routes serves for path, for the Allow

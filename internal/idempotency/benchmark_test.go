@@ -42,8 +42,8 @@ func BenchmarkFingerprint(b *testing.B) {
 	}
 }
 
-// BenchmarkFingerprintCanonical is the common case: a body the endpoint
-// encoded, already in canonical form, hashed without parsing it again.
+// BenchmarkFingerprintCanonical fingerprints params as an endpoint hands
+// them over: encoded by encoding/json, members sorted, no white space.
 func BenchmarkFingerprintCanonical(b *testing.B) {
 	body := []byte(`{"amount":2000,"currency":"usd","description":"Order 1234","payment_method":"pm_card_visa"}`)
 	b.ReportAllocs()

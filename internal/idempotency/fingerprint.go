@@ -14,21 +14,18 @@ import (
 // separated by line breaks (neither a method nor a path can hold one).
 //
 // Fingerprint compares JSON values, not requests: body should be the request
-// as its endpoint decoded it (payments.Params.Canonical), so that what the
-// endpoint reads as one request — a null optional member and the member left
-// out — is one fingerprint.
+// as its endpoint decoded it (json.Marshal of payments.Params, say), so that
+// what the endpoint reads as one request — a null optional member and the
+// member left out — is one fingerprint.
 //
 // It returns the canonical body too, which is what the key row stores.
 func Fingerprint(method, path string, body []byte) (canonical, sum []byte, err error) {
-	if alreadyCanonical(body) {
-		canonical = body
-	} else if canonical, err = jcs.Transform(body); err != nil {
+	canonical, err = jcs.Transform(body)
+	if err != nil {
 		return nil, nil, fmt.Errorf("error canonicalizing request body: %w", err)
 	}
-	// One allocation holds what is hashed and, after it, the sum.
-	n := len(method) + len(path) + 2 + len(canonical)
-	buf := make([]byte, 0, n+sha256.Size)
-	buf = append(append(append(append(append(buf, method...), '\n'), path...), '\n'), canonical...)
-	s := sha256.Sum256(buf)
-	return canonical, append(buf[n:n:n+sha256.Size], s[:]...), nil
+	h := sha256.New()
+	h.Write([]byte(method + "\n" + path + "\n"))
+	h.Write(canonical)
+	return canonical, h.Sum(nil), nil
 }

@@ -1,10 +1,9 @@
 package payments
 
 import (
+	"encoding/json"
 	"fmt"
-	"strconv"
 
-	"github.com/paymentsd/paymentsd/internal/idempotency"
 	"github.com/paymentsd/paymentsd/internal/jsonbody"
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
@@ -17,34 +16,15 @@ const (
 	maxPaymentMethod  = 255
 )
 
-// Params is a validated payment request. Its members are in RFC 8785's
-// order (sorted by name), so that its encoding is already canonical unless a
-// string needs an escape, and the fingerprint need not parse it again.
+// Params is a validated payment request, and, encoded with encoding/json,
+// the params its key stores: only the members DecodeParams accepted, a
+// description sent as null left out like one not sent, so that the two are
+// one request.
 type Params struct {
 	Amount        int64   `json:"amount"`
 	Currency      string  `json:"currency"`
 	Description   *string `json:"description,omitempty"`
 	PaymentMethod string  `json:"payment_method"`
-}
-
-// Canonical is the request as its fingerprint and its key row see it: only
-// the members DecodeParams accepted, with an optional member that was sent
-// as null left out, so that `"description": null` and no description are one
-// request. It is written in RFC 8785 form, members sorted by name, as
-// idempotency.Fingerprint would put it; the flow decodes the stored copy
-// with encoding/json.
-func (p *Params) Canonical() []byte {
-	size := len(`{"amount":,"currency":"","payment_method":""}`) + 20 + len(p.Currency) + len(p.PaymentMethod)
-	if p.Description != nil {
-		size += len(`,"description":""`) + len(*p.Description) + 16 // room for a few escapes
-	}
-	b := strconv.AppendInt(append(make([]byte, 0, size), `{"amount":`...), p.Amount, 10)
-	b = idempotency.AppendString(append(b, `,"currency":`...), p.Currency)
-	if p.Description != nil {
-		b = idempotency.AppendString(append(b, `,"description":`...), *p.Description)
-	}
-	b = idempotency.AppendString(append(b, `,"payment_method":`...), p.PaymentMethod)
-	return append(b, '}')
 }
 
 // isPaymentMethod admits Stripe PaymentMethod ids only (`^pm_[A-Za-z0-9_]+$`,
@@ -68,14 +48,15 @@ var (
 	invalidDescription   = fmt.Sprintf("must be at most %d characters without control characters", MaxDescriptionLen)
 )
 
-// Decode decodes a payment request for the API: its canonical params, or
+// Decode decodes a payment request for the API: its params as JSON, or
 // what is wrong with the body. A payment has no path values.
 func Decode(body []byte, _ func(string) string) ([]byte, []problem.FieldError) {
 	p, errs := DecodeParams(body)
 	if errs != nil {
 		return nil, errs
 	}
-	return p.Canonical(), nil
+	params, _ := json.Marshal(p) // integers and strings: it cannot fail
+	return params, nil
 }
 
 // DecodeParams decodes and validates a payment request body strictly (see

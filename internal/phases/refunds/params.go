@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
-	"github.com/paymentsd/paymentsd/internal/idempotency"
 	"github.com/paymentsd/paymentsd/internal/jsonbody"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/problem"
@@ -20,9 +18,8 @@ import (
 var Reasons = []string{"duplicate", "fraudulent", "requested_by_customer"}
 
 // Params is a validated refund request: the path's payment and the body.
-//
-// Its members are in RFC 8785's order (sorted by name), so that its encoding
-// is already canonical unless a string needs an escape.
+// Encoded with encoding/json, it is the params the key stores, a member
+// sent as null left out like one not sent.
 type Params struct {
 	// Amount is nil for "all that is still refundable".
 	Amount    *int64       `json:"amount,omitempty"`
@@ -31,30 +28,14 @@ type Params struct {
 }
 
 // Decode decodes a refund request for the API: the payment id from the path
-// and the body, strictly, as canonical params (a null member is a member
-// left out).
+// and the body, strictly, as params in JSON.
 func Decode(body []byte, pathValue func(string) string) ([]byte, []problem.FieldError) {
 	p, errs := DecodeParams(body, pathValue("id"))
 	if errs != nil {
 		return nil, errs
 	}
-	return p.Canonical(), nil
-}
-
-// Canonical is the request in RFC 8785 form, members sorted by name, a
-// member left out or sent as null absent alike.
-func (p *Params) Canonical() []byte {
-	b := append(make([]byte, 0, 96), '{')
-	if p.Amount != nil {
-		b = strconv.AppendInt(append(b, `"amount":`...), *p.Amount, 10)
-		b = append(b, ',')
-	}
-	ref, _ := p.PaymentID.MarshalJSON() // a number or an id of base32 digits: cannot fail
-	b = append(append(b, `"payment_id":`...), ref...)
-	if p.Reason != nil {
-		b = idempotency.AppendString(append(b, `,"reason":`...), *p.Reason)
-	}
-	return append(b, '}')
+	params, _ := json.Marshal(p) // integers, strings and a payments.Ref: it cannot fail
+	return params, nil
 }
 
 // DecodeParams validates a refund request.
