@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 	"github.com/paymentsd/paymentsd/internal/workers"
 )
@@ -224,7 +226,7 @@ func TestCompleterRunOutlivesItsConnections(t *testing.T) {
 
 func TestPeriodicJobsDoNotPileUp(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testutil.ServiceOptions{})
+	b := setupService(t, testutil.ServiceOptions{})
 	ctx := context.Background()
 	tx, err := b.svc.Pool.Driver().Begin(ctx)
 	require.NoError(t, err)
@@ -326,4 +328,188 @@ func TestCompleterLogsThroughTheContext(t *testing.T) {
 		}
 	}
 	require.Positive(t, engineLines, "logs: %v", logs.lines())
+}
+
+func TestCompleterResumesFromEachRecoveryPoint(t *testing.T) {
+	t.Parallel()
+	const lease = 200 * time.Millisecond
+
+	t.Run("payment_created, lease held by a crashed run", func(t *testing.T) {
+		t.Parallel()
+		b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, "k")
+		b.later(time.Hour)
+
+		n, err := b.completer.RunOnce(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k"))
+		require.Len(t, b.svc.Stripe.PaymentIntents(), 1)
+	})
+
+	t.Run("payment_created, charge made but not recorded", func(t *testing.T) {
+		t.Parallel()
+		b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, true, "k")
+		b.later(time.Hour)
+
+		_, err := b.completer.RunOnce(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k"))
+		require.Len(t, b.svc.Stripe.PaymentIntents(), 1, "the resume replays the Stripe key; no second PaymentIntent")
+		// The client's retry gets the response the completer stored.
+		resp := b.svc.PostPayment(t, b.apiKey, "k", visa)
+		require.Equal(t, http.StatusCreated, resp.Status)
+		require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"))
+	})
+
+	t.Run("started, nothing done yet", func(t *testing.T) {
+		t.Parallel()
+		b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, "k")
+		// Rewind the key to 'started', as a flow whose first step committed
+		// only the reservation would leave it.
+		b.exec(t, "DELETE FROM audit_records")
+		b.exec(t, "DELETE FROM payments")
+		b.exec(t, "UPDATE idempotency_keys SET recovery_point = 'started', lock_token = NULL, locked_by = NULL, locked_at = NULL")
+
+		_, err := b.completer.RunOnce(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k"))
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM payments WHERE status = 'succeeded'"))
+		require.Len(t, b.svc.Stripe.PaymentIntents(), 1)
+	})
+
+	t.Run("charge_created, only the finish left", func(t *testing.T) {
+		t.Parallel()
+		b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, phases.Finished, false, "k")
+		// Rewind the finished key to 'charge_created', as a flow that
+		// committed the charge's record alone would leave it.
+		b.exec(t, `UPDATE idempotency_keys SET recovery_point = 'charge_created', response_code = NULL,
+			response_headers = NULL, response_body = NULL, finished_at = NULL`)
+
+		_, err := b.completer.RunOnce(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k"))
+		require.EqualValues(t, 1, b.svc.Stripe.Stats().CreateRequests, "finishing needs no Stripe call")
+	})
+}
+
+func TestCompleterTakesOverDeadInstanceAtOnce(t *testing.T) {
+	t.Parallel()
+	// The default 90s lease: only the instance's death frees the key early.
+	b := setupCrashed(t, testutil.ServiceOptions{}, payments.PaymentCreated, false, "k")
+
+	n, err := b.completer.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n, "a live instance's lease is respected")
+
+	// The instance that held the lease dies: its heartbeats stop.
+	b.exec(t, "UPDATE instances SET heartbeat_at = now() - interval '1 hour'")
+	n, err = b.completer.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "k"))
+}
+
+func TestTwoCompletersNeverRunOneKeyAtOnce(t *testing.T) {
+	t.Parallel()
+	const keys = 20
+	// A lease long enough that no run outlives it on a loaded machine: a
+	// takeover here would be by design, and would muddy the count below.
+	const lease = 3 * time.Second
+	var names []string
+	for i := range keys {
+		names = append(names, fmt.Sprintf("k%d", i))
+	}
+	b := setupCrashed(t, testutil.ServiceOptions{LeaseTimeout: lease}, payments.PaymentCreated, false, names...)
+	time.Sleep(lease + 100*time.Millisecond)
+	// Every charge is slow, so overlapping runs of one key would meet at
+	// Stripe as a 409 on its idempotency key.
+	b.svc.Stripe.SetChaos(stripefake.Chaos{Latency: 50 * time.Millisecond, MaxLatency: 50 * time.Millisecond})
+
+	// The completer's lease makes the second run wait for the first (see
+	// TestCompleterRunsOneAtATime); each key's lease would keep them apart
+	// without it.
+	other := *b.completer
+	var runs []func() int
+	for _, c := range []*workers.CompleterWorker{b.completer, &other} {
+		runs = append(runs, testutil.Go(t, func(t testing.TB) int {
+			n, err := c.RunOnce(context.Background())
+			require.NoError(t, err)
+			return n
+		}))
+	}
+	for _, wait := range runs {
+		wait()
+	}
+
+	require.Equal(t, keys, b.count(t, "SELECT count(*) FROM idempotency_keys WHERE response_code = 201"))
+	require.Len(t, b.svc.Stripe.PaymentIntents(), keys)
+	require.EqualValues(t, keys, b.svc.Stripe.Stats().CreateRequests, "each key was charged by exactly one run")
+	require.Zero(t, b.svc.Stripe.Stats().KeyInUse)
+}
+
+func TestReconciliationAdoptsAndNeverCreatesASecond(t *testing.T) {
+	t.Parallel()
+	// Charged at Stripe, unrecorded, and left past Stripe's idempotency
+	// window, where re-sending the Stripe key could charge again. The
+	// lease is long and Stripe calls time out after a second, so the create
+	// hung below usually outlasts the reconciliation (either order ends
+	// the same).
+	b := setupCrashed(t, testutil.ServiceOptions{StripeTimeout: time.Second}, payments.PaymentCreated, true, "charged")
+	// Never charged: its create is held at Stripe before anything is made
+	// and never released, so it is abandoned when its call times out, as
+	// if its process had died before the Stripe call.
+	b.svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
+	hung := testutil.Go(t, func(t testing.TB) *testutil.Response {
+		return b.svc.PostPayment(t, b.apiKey, "never-charged", visa)
+	})
+	testutil.WaitFor(t, 5*time.Second, 10*time.Millisecond, func() bool { return b.svc.Stripe.Stats().Hangs == 1 })
+	b.exec(t, "UPDATE idempotency_keys SET created_at = now() - interval '25 hours', lock_token = NULL, locked_by = NULL, locked_at = NULL")
+	createsBefore := b.svc.Stripe.Stats().CreateRequests
+
+	_, err := b.completer.RunOnce(context.Background())
+	require.NoError(t, err)
+
+	require.Equal(t, http.StatusCreated, b.finishedStatus(t, "charged"), "adopted the PaymentIntent found by metadata")
+	require.Equal(t, createsBefore, b.svc.Stripe.Stats().CreateRequests, "reconciliation only looks up")
+	require.Equal(t, 1, b.count(t, "SELECT count(*) FROM payments WHERE status = 'succeeded' AND stripe_payment_intent_id IS NOT NULL"))
+
+	// The key that was never charged is settled as such: a stored 400
+	// payment-rejected whose processor_code is not_charged, its payment
+	// failed.
+	requireNotCharged := func() {
+		t.Helper()
+		var (
+			status int
+			body   []byte
+		)
+		require.NoError(t, b.svc.Pool.QueryRow(context.Background(),
+			"SELECT response_code, response_body FROM idempotency_keys WHERE idempotency_key = 'never-charged'").Scan(&status, &body))
+		require.Equal(t, http.StatusBadRequest, status, "body: %s", body)
+		var rejected struct {
+			Type          string `json:"type"`
+			ProcessorCode string `json:"processor_code"`
+		}
+		require.NoError(t, json.Unmarshal(body, &rejected), "body: %s", body)
+		require.Equal(t, "https://paymentsd.dev/problems/payment-rejected", rejected.Type)
+		require.Equal(t, "not_charged", rejected.ProcessorCode)
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM payments p JOIN idempotency_keys k ON k.id = p.idempotency_key_id
+			WHERE k.idempotency_key = 'never-charged' AND p.status = 'failed' AND p.failure_code = 'not_charged'
+			  AND p.stripe_payment_intent_id IS NULL`))
+	}
+	requireNotCharged()
+
+	// The hung create gives up without creating anything, and its run,
+	// whose lease is gone, changes nothing: its client is told to retry,
+	// the retry gets the stored 400, and the one PaymentIntent is the
+	// charged key's.
+	late := hung()
+	require.Equal(t, http.StatusServiceUnavailable, late.Status, "body: %s", late.Body)
+	requireNotCharged()
+	retry := b.svc.PostPayment(t, b.apiKey, "never-charged", visa)
+	require.Equal(t, http.StatusBadRequest, retry.Status, "body: %s", retry.Body)
+	require.Equal(t, "true", retry.Header.Get("Idempotent-Replayed"))
+	pis := b.svc.Stripe.PaymentIntents()
+	require.Len(t, pis, 1, "no PaymentIntent for the key that was never charged")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM payments p JOIN idempotency_keys k ON k.id = p.idempotency_key_id
+		WHERE k.idempotency_key = 'charged' AND p.stripe_payment_intent_id = $1`, pis[0].ID))
 }

@@ -18,7 +18,7 @@ import (
 
 func TestExactlyOneReceiptPerPayment(t *testing.T) {
 	t.Parallel()
-	b := setup(t, testutil.ServiceOptions{})
+	b := setupService(t, testutil.ServiceOptions{})
 	resp := b.svc.PostPayment(t, b.apiKey, "k", visa)
 	require.Equal(t, http.StatusCreated, resp.Status)
 	testutil.WaitFor(t, 10*time.Second, 20*time.Millisecond, func() bool {
