@@ -122,6 +122,278 @@ func TestTwoServeProcessesDeliverEachReceiptOnce(t *testing.T) {
 	}
 }
 
+// TestDispatcher covers Dispatcher.Drain and Dispatcher.Run over an outbox
+// filled by hand: batches, failed, slow, hanging and panicking deliveries,
+// and a shutdown mid-batch.
+func TestDispatcher(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		ids  []int64 // the payments whose receipts wait in the outbox, oldest first
+		pool *db.Pool
+	}
+
+	// setup makes a database with receipts succeeded payments in the outbox
+	// (outbox) and a dispatcher over it that logs to the test; a test gives
+	// the dispatcher its Deliverer and its Config.
+	setup := func(t *testing.T, receipts int) (*workers.Dispatcher, *testBundle) {
+		t.Helper()
+		pool, ids := outbox(t, receipts)
+		return &workers.Dispatcher{Pool: pool, Log: testutil.Logger(t)}, &testBundle{ids: ids, pool: pool}
+	}
+
+	t.Run("ReceiptsGoOutInBatchesOfOneTransaction", func(t *testing.T) {
+		t.Parallel()
+		d, bundle := setup(t, 250)
+		rec := &recorder{}
+		d.Deliverer, d.Config = rec, workers.DispatcherConfig{BatchSize: 100}
+
+		n, err := d.Drain(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 100, n)
+		// Every row a transaction writes carries its id (xmin).
+		require.Equal(t, 1, count(t, bundle.pool, "SELECT count(DISTINCT xmin::text) FROM receipts"), "100 receipts, one transaction")
+		require.Equal(t, 100, count(t, bundle.pool, "SELECT count(*) FROM receipts"))
+		require.Equal(t, 150, count(t, bundle.pool, "SELECT count(*) FROM receipt_outbox"))
+
+		for n != 0 {
+			n, err = d.Drain(context.Background())
+			require.NoError(t, err)
+		}
+		require.Len(t, rec.delivered, len(bundle.ids))
+		for _, id := range bundle.ids {
+			require.Equal(t, 1, rec.delivered[id], "payment %d", id)
+		}
+		require.Equal(t, len(bundle.ids), count(t, bundle.pool, "SELECT count(*) FROM receipts"))
+		require.Zero(t, count(t, bundle.pool, "SELECT count(*) FROM receipt_outbox"))
+
+		require.Equal(t, 3, count(t, bundle.pool, "SELECT count(DISTINCT xmin::text) FROM receipts"), "250 receipts, three transactions")
+	})
+
+	t.Run("AFailedDeliveryWaitsInTheOutbox", func(t *testing.T) {
+		t.Parallel()
+		d, bundle := setup(t, 5)
+		rec := &recorder{failing: map[int64]bool{bundle.ids[2]: true}}
+		d.Deliverer = rec
+		n, err := d.Drain(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 5, n)
+		require.Len(t, rec.delivered, 4)
+		require.Equal(t, 4, count(t, bundle.pool, "SELECT count(*) FROM receipts"))
+		require.Equal(t, 0, count(t, bundle.pool, "SELECT count(*) FROM receipts WHERE payment_id = $1", bundle.ids[2]))
+		require.Equal(t, 1, count(t, bundle.pool, `SELECT count(*) FROM receipt_outbox
+			WHERE payment_id = $1 AND attempts = 1 AND run_at > now() AND last_error = 'mail server unavailable'`, bundle.ids[2]))
+
+		// Put off: the next batch does not take it until its time comes.
+		n, err = d.Drain(context.Background())
+		require.NoError(t, err)
+		require.Zero(t, n)
+
+		delete(rec.failing, bundle.ids[2])
+		_, err = bundle.pool.Exec(context.Background(), "UPDATE receipt_outbox SET run_at = now()")
+		require.NoError(t, err)
+		n, err = d.Drain(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, 1, rec.delivered[bundle.ids[2]])
+		require.Equal(t, 5, count(t, bundle.pool, "SELECT count(*) FROM receipts"))
+		require.Zero(t, count(t, bundle.pool, "SELECT count(*) FROM receipt_outbox"))
+	})
+
+	t.Run("ConcurrentDispatchersDeliverEachReceiptOnce", func(t *testing.T) {
+		t.Parallel()
+		_, bundle := setup(t, 600) // four dispatchers of the test's own over its outbox
+		rec := &recorder{}
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for range 4 {
+			d := &workers.Dispatcher{Pool: bundle.pool, Deliverer: rec, Config: workers.DispatcherConfig{BatchSize: 25}, Log: testutil.Logger(t)}
+			wg.Go(func() {
+				for {
+					n, err := d.Drain(context.Background())
+					if err != nil {
+						errs <- err
+						return
+					}
+					if n == 0 {
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		require.Len(t, rec.delivered, len(bundle.ids))
+		for _, id := range bundle.ids {
+			require.Equal(t, 1, rec.delivered[id], fmt.Sprintf("payment %d", id))
+		}
+		require.Equal(t, len(bundle.ids), count(t, bundle.pool, "SELECT count(*) FROM receipts"))
+	})
+
+	t.Run("ABatchCutShortRecordsNothing", func(t *testing.T) {
+		t.Parallel()
+		d, bundle := setup(t, 3)
+		ctx, cancel := context.WithCancel(context.Background())
+		d.Deliverer = cancelling{cancel}
+		_, err := d.Drain(ctx)
+		require.ErrorIs(t, err, context.Canceled)
+		require.Zero(t, count(t, bundle.pool, "SELECT count(*) FROM receipts"))
+		require.Equal(t, len(bundle.ids), count(t, bundle.pool, "SELECT count(*) FROM receipt_outbox WHERE attempts = 0"))
+	})
+
+	// Defect: BatchTimeout bounds the whole batch, but the batch delivered its
+	// receipts one after another. When the deliveries of one batch took longer
+	// together than BatchTimeout (with the defaults: 100 receipts at more than
+	// 150 ms each, an ordinary SMTP round trip), every batch was cut short and
+	// rolled back after it delivered most of its receipts: nothing was ever
+	// recorded, the same receipts were mailed again every BatchTimeout, for
+	// ever, and the outbox only grew. A batch past BatchTimeout now starts no
+	// more deliveries, and commits what it delivered.
+	//
+	// Scaled down here: 10 receipts a batch, 60 ms a delivery, a 400 ms batch
+	// timeout. Every delivery succeeds.
+	t.Run("SlowDeliveriesStillCommitTheirBatch", func(t *testing.T) {
+		t.Parallel()
+		d, bundle := setup(t, 10)
+		m := &mailer{perDelivery: 60 * time.Millisecond}
+		d.Deliverer, d.Config = m, workers.DispatcherConfig{
+			BatchSize: 10, BatchTimeout: 400 * time.Millisecond, Interval: 20 * time.Millisecond,
+		}
+		require.Nil(t, runDispatcher(d, 3*time.Second))
+
+		delivered := m.counts()
+		t.Logf("deliveries per payment after 3s: %v", delivered)
+		recorded := count(t, bundle.pool, "SELECT count(*) FROM receipts")
+		require.Equal(t, len(bundle.ids), recorded,
+			"every delivery succeeded, yet %d of %d receipts are recorded and %d are still in the outbox; deliveries per payment: %v",
+			recorded, len(bundle.ids), count(t, bundle.pool, "SELECT count(*) FROM receipt_outbox"), delivered)
+		for _, id := range bundle.ids {
+			require.Equal(t, 1, delivered[id], "payment %d mailed %d times", id, delivered[id])
+		}
+	})
+
+	// Defect: one receipt whose delivery hangs (a mail server that accepts the
+	// connection and never answers) cut its batch short at BatchTimeout. The
+	// rollback forgot that its delivery failed (no attempt counted, run_at not
+	// moved), so the same receipt headed the next batch, which hung again: the
+	// receipts before it in the batch were mailed again every BatchTimeout,
+	// the ones after it (and every receipt enqueued later) never went out, and
+	// nothing was recorded, ever. Each delivery now has a timeout of its own,
+	// and a delivery that fails is put off.
+	t.Run("AHangingDeliveryNeverStallsTheOutbox", func(t *testing.T) {
+		t.Parallel()
+		d, bundle := setup(t, 5)
+		m := &mailer{hang: bundle.ids[2]}
+		d.Deliverer, d.Config = m, workers.DispatcherConfig{
+			BatchTimeout: 300 * time.Millisecond, Interval: 20 * time.Millisecond,
+		}
+		require.Nil(t, runDispatcher(d, 3*time.Second))
+
+		delivered := m.counts()
+		t.Logf("deliveries per payment after 3s: %v (payment %d hangs)", delivered, bundle.ids[2])
+		var attempts int
+		require.NoError(t, bundle.pool.QueryRow(context.Background(), "SELECT attempts FROM receipt_outbox WHERE payment_id = $1", bundle.ids[2]).Scan(&attempts))
+		var missing []int64
+		for _, id := range bundle.ids {
+			if id != bundle.ids[2] && count(t, bundle.pool, "SELECT count(*) FROM receipts WHERE payment_id = $1", id) == 0 {
+				missing = append(missing, id)
+			}
+		}
+		require.Empty(t, missing, "receipts not recorded behind the hanging one; deliveries per payment: %v; the hanging receipt's attempts: %d", delivered, attempts)
+		require.Positive(t, attempts, "the hanging delivery was never counted as failed, so it is never put off")
+		for _, id := range bundle.ids {
+			if id != bundle.ids[2] {
+				require.Equal(t, 1, delivered[id], "payment %d mailed %d times", id, delivered[id])
+			}
+		}
+	})
+
+	// Defect: a failed delivery is put off by writing its error to
+	// receipt_outbox.last_error, a text column. The message was made valid
+	// UTF-8 only when it was longer than 1000 bytes; a short one went to
+	// Postgres as it was. A mail server that answers in Latin-1 ("550
+	// Empfänger unbekannt", 0xE4 for the ä) or with a NUL byte made that
+	// UPDATE fail, which failed the whole batch: the receipts delivered before
+	// it in the batch were rolled back (and mailed again with the next batch),
+	// the failing one was not put off, and so every batch from then on met it
+	// again. Nothing was recorded as long as that receipt was in the outbox.
+	t.Run("ANonUTF8DeliveryErrorNeverPoisonsTheOutbox", func(t *testing.T) {
+		t.Parallel()
+		for name, msg := range map[string]string{
+			"latin-1": "550 5.1.1 Empf\xe4nger unbekannt",
+			"NUL":     "550 mailbox unavailable\x00",
+		} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				d, bundle := setup(t, 5)
+				m := &mailer{failWith: map[int64]string{bundle.ids[2]: msg}}
+				d.Deliverer = m
+				var errs []error
+				for range 3 {
+					if _, err := d.Drain(context.Background()); err != nil {
+						errs = append(errs, err)
+					}
+				}
+				delivered := m.counts()
+				recorded := count(t, bundle.pool, "SELECT count(*) FROM receipts")
+				require.Equal(t, 4, recorded, "receipts recorded after three batches (deliveries per payment: %v; batch errors: %v)", delivered, errs)
+				require.Equal(t, 1, count(t, bundle.pool, "SELECT count(*) FROM receipt_outbox WHERE payment_id = $1 AND attempts = 1", bundle.ids[2]),
+					"the failing receipt is put off")
+				for _, id := range bundle.ids {
+					if id != bundle.ids[2] {
+						require.Equal(t, 1, delivered[id], "payment %d mailed %d times", id, delivered[id])
+					}
+				}
+			})
+		}
+	})
+
+	// Defect: River recovered a panic in the receipt worker and retried the
+	// job; the dispatcher ran the Deliverer bare, in app.Run's goroutine, so
+	// one receipt that made the Deliverer panic (a template error on one
+	// user's data) took the serve process down; and after a restart the same
+	// receipt headed the outbox again, so every serve process crash-looped on
+	// it and the payments API went down with them. A panicking Deliverer is
+	// now a failed delivery, as a panicking resume is to the completer.
+	t.Run("APanickingDeliveryNeverKillsTheDispatcher", func(t *testing.T) {
+		t.Parallel()
+		d, bundle := setup(t, 3)
+		m := &mailer{panicOn: bundle.ids[0]}
+		d.Deliverer, d.Config = m, workers.DispatcherConfig{
+			Interval: 20 * time.Millisecond,
+		}
+		panicked := runDispatcher(d, 2*time.Second)
+		require.Nil(t, panicked, "a Deliverer's panic escaped Dispatcher.Run, which app.Run runs in a bare goroutine: the process exits")
+		require.Equal(t, 2, count(t, bundle.pool, "SELECT count(*) FROM receipts"), "the other receipts go out")
+	})
+
+	// A shutdown while a batch is delivering lets the batch commit; nothing is
+	// mailed twice.
+	t.Run("AShutdownMidBatchFinishesTheBatch", func(t *testing.T) {
+		t.Parallel()
+		d, bundle := setup(t, 5)
+		m := &mailer{perDelivery: 50 * time.Millisecond}
+		d.Deliverer = m
+		ctx, shutdown := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); d.Run(ctx) }()
+		time.Sleep(80 * time.Millisecond) // mid-batch
+		shutdown()
+		<-done
+		require.Equal(t, len(bundle.ids), count(t, bundle.pool, "SELECT count(*) FROM receipts"))
+		for _, id := range bundle.ids {
+			require.Equal(t, 1, m.counts()[id])
+		}
+		d2 := &workers.Dispatcher{Pool: bundle.pool, Deliverer: m, Log: testutil.Logger(t)}
+		n, err := d2.Drain(context.Background())
+		require.NoError(t, err)
+		require.Zero(t, n)
+	})
+}
+
 // outbox is a database with n succeeded payments in the receipt outbox,
 // oldest (first to be claimed) first: run_at is staggered so that the claim
 // order is the order of ids.
@@ -180,263 +452,12 @@ func count(t *testing.T, pool *db.Pool, sql string, args ...any) int {
 	return n
 }
 
-func TestReceiptsGoOutInBatchesOfOneTransaction(t *testing.T) {
-	t.Parallel()
-	pool, ids := outbox(t, 250)
-	rec := &recorder{}
-	d := &workers.Dispatcher{Pool: pool, Deliverer: rec, Config: workers.DispatcherConfig{BatchSize: 100}, Log: testutil.Logger(t)}
-
-	n, err := d.Drain(context.Background())
-	require.NoError(t, err)
-	require.Equal(t, 100, n)
-	// Every row a transaction writes carries its id (xmin).
-	require.Equal(t, 1, count(t, pool, "SELECT count(DISTINCT xmin::text) FROM receipts"), "100 receipts, one transaction")
-	require.Equal(t, 100, count(t, pool, "SELECT count(*) FROM receipts"))
-	require.Equal(t, 150, count(t, pool, "SELECT count(*) FROM receipt_outbox"))
-
-	for n != 0 {
-		n, err = d.Drain(context.Background())
-		require.NoError(t, err)
-	}
-	require.Len(t, rec.delivered, len(ids))
-	for _, id := range ids {
-		require.Equal(t, 1, rec.delivered[id], "payment %d", id)
-	}
-	require.Equal(t, len(ids), count(t, pool, "SELECT count(*) FROM receipts"))
-	require.Zero(t, count(t, pool, "SELECT count(*) FROM receipt_outbox"))
-
-	require.Equal(t, 3, count(t, pool, "SELECT count(DISTINCT xmin::text) FROM receipts"), "250 receipts, three transactions")
-}
-
-func TestAFailedDeliveryWaitsInTheOutbox(t *testing.T) {
-	t.Parallel()
-	pool, ids := outbox(t, 5)
-	rec := &recorder{failing: map[int64]bool{ids[2]: true}}
-	d := &workers.Dispatcher{Pool: pool, Deliverer: rec, Log: testutil.Logger(t)}
-	n, err := d.Drain(context.Background())
-	require.NoError(t, err)
-	require.Equal(t, 5, n)
-	require.Len(t, rec.delivered, 4)
-	require.Equal(t, 4, count(t, pool, "SELECT count(*) FROM receipts"))
-	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM receipts WHERE payment_id = $1", ids[2]))
-	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM receipt_outbox
-		WHERE payment_id = $1 AND attempts = 1 AND run_at > now() AND last_error = 'mail server unavailable'`, ids[2]))
-
-	// Put off: the next batch does not take it until its time comes.
-	n, err = d.Drain(context.Background())
-	require.NoError(t, err)
-	require.Zero(t, n)
-
-	delete(rec.failing, ids[2])
-	_, err = pool.Exec(context.Background(), "UPDATE receipt_outbox SET run_at = now()")
-	require.NoError(t, err)
-	n, err = d.Drain(context.Background())
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	require.Equal(t, 1, rec.delivered[ids[2]])
-	require.Equal(t, 5, count(t, pool, "SELECT count(*) FROM receipts"))
-	require.Zero(t, count(t, pool, "SELECT count(*) FROM receipt_outbox"))
-}
-
-func TestConcurrentDispatchersDeliverEachReceiptOnce(t *testing.T) {
-	t.Parallel()
-	pool, ids := outbox(t, 600)
-	rec := &recorder{}
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for range 4 {
-		d := &workers.Dispatcher{Pool: pool, Deliverer: rec, Config: workers.DispatcherConfig{BatchSize: 25}, Log: testutil.Logger(t)}
-		wg.Go(func() {
-			for {
-				n, err := d.Drain(context.Background())
-				if err != nil {
-					errs <- err
-					return
-				}
-				if n == 0 {
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	require.Len(t, rec.delivered, len(ids))
-	for _, id := range ids {
-		require.Equal(t, 1, rec.delivered[id], fmt.Sprintf("payment %d", id))
-	}
-	require.Equal(t, len(ids), count(t, pool, "SELECT count(*) FROM receipts"))
-}
-
-func TestABatchCutShortRecordsNothing(t *testing.T) {
-	t.Parallel()
-	pool, ids := outbox(t, 3)
-	ctx, cancel := context.WithCancel(context.Background())
-	d := &workers.Dispatcher{Pool: pool, Deliverer: cancelling{cancel}, Log: testutil.Logger(t)}
-	_, err := d.Drain(ctx)
-	require.ErrorIs(t, err, context.Canceled)
-	require.Zero(t, count(t, pool, "SELECT count(*) FROM receipts"))
-	require.Equal(t, len(ids), count(t, pool, "SELECT count(*) FROM receipt_outbox WHERE attempts = 0"))
-}
-
 // cancelling is a Deliverer whose process dies mid-batch.
 type cancelling struct{ cancel context.CancelFunc }
 
 func (c cancelling) Deliver(ctx context.Context, _ *workers.Receipt) error {
 	c.cancel()
 	return ctx.Err()
-}
-
-// Defect: BatchTimeout bounds the whole batch, but the batch delivered its
-// receipts one after another. When the deliveries of one batch took longer
-// together than BatchTimeout (with the defaults: 100 receipts at more than
-// 150 ms each, an ordinary SMTP round trip), every batch was cut short and
-// rolled back after it delivered most of its receipts: nothing was ever
-// recorded, the same receipts were mailed again every BatchTimeout, for
-// ever, and the outbox only grew. A batch past BatchTimeout now starts no
-// more deliveries, and commits what it delivered.
-//
-// Scaled down here: 10 receipts a batch, 60 ms a delivery, a 400 ms batch
-// timeout. Every delivery succeeds.
-func TestSlowDeliveriesStillCommitTheirBatch(t *testing.T) {
-	t.Parallel()
-	pool, ids := outbox(t, 10)
-	m := &mailer{perDelivery: 60 * time.Millisecond}
-	d := &workers.Dispatcher{Pool: pool, Deliverer: m, Log: testutil.Logger(t), Config: workers.DispatcherConfig{
-		BatchSize: 10, BatchTimeout: 400 * time.Millisecond, Interval: 20 * time.Millisecond,
-	}}
-	require.Nil(t, runDispatcher(d, 3*time.Second))
-
-	delivered := m.counts()
-	t.Logf("deliveries per payment after 3s: %v", delivered)
-	recorded := count(t, pool, "SELECT count(*) FROM receipts")
-	require.Equal(t, len(ids), recorded,
-		"every delivery succeeded, yet %d of %d receipts are recorded and %d are still in the outbox; deliveries per payment: %v",
-		recorded, len(ids), count(t, pool, "SELECT count(*) FROM receipt_outbox"), delivered)
-	for _, id := range ids {
-		require.Equal(t, 1, delivered[id], "payment %d mailed %d times", id, delivered[id])
-	}
-}
-
-// Defect: one receipt whose delivery hangs (a mail server that accepts the
-// connection and never answers) cut its batch short at BatchTimeout. The
-// rollback forgot that its delivery failed (no attempt counted, run_at not
-// moved), so the same receipt headed the next batch, which hung again: the
-// receipts before it in the batch were mailed again every BatchTimeout,
-// the ones after it (and every receipt enqueued later) never went out, and
-// nothing was recorded, ever. Each delivery now has a timeout of its own,
-// and a delivery that fails is put off.
-func TestAHangingDeliveryNeverStallsTheOutbox(t *testing.T) {
-	t.Parallel()
-	pool, ids := outbox(t, 5)
-	m := &mailer{hang: ids[2]}
-	d := &workers.Dispatcher{Pool: pool, Deliverer: m, Log: testutil.Logger(t), Config: workers.DispatcherConfig{
-		BatchTimeout: 300 * time.Millisecond, Interval: 20 * time.Millisecond,
-	}}
-	require.Nil(t, runDispatcher(d, 3*time.Second))
-
-	delivered := m.counts()
-	t.Logf("deliveries per payment after 3s: %v (payment %d hangs)", delivered, ids[2])
-	var attempts int
-	require.NoError(t, pool.QueryRow(context.Background(), "SELECT attempts FROM receipt_outbox WHERE payment_id = $1", ids[2]).Scan(&attempts))
-	var missing []int64
-	for _, id := range ids {
-		if id != ids[2] && count(t, pool, "SELECT count(*) FROM receipts WHERE payment_id = $1", id) == 0 {
-			missing = append(missing, id)
-		}
-	}
-	require.Empty(t, missing, "receipts not recorded behind the hanging one; deliveries per payment: %v; the hanging receipt's attempts: %d", delivered, attempts)
-	require.Positive(t, attempts, "the hanging delivery was never counted as failed, so it is never put off")
-	for _, id := range ids {
-		if id != ids[2] {
-			require.Equal(t, 1, delivered[id], "payment %d mailed %d times", id, delivered[id])
-		}
-	}
-}
-
-// Defect: a failed delivery is put off by writing its error to
-// receipt_outbox.last_error, a text column. The message was made valid
-// UTF-8 only when it was longer than 1000 bytes; a short one went to
-// Postgres as it was. A mail server that answers in Latin-1 ("550
-// Empfänger unbekannt", 0xE4 for the ä) or with a NUL byte made that
-// UPDATE fail, which failed the whole batch: the receipts delivered before
-// it in the batch were rolled back (and mailed again with the next batch),
-// the failing one was not put off, and so every batch from then on met it
-// again. Nothing was recorded as long as that receipt was in the outbox.
-func TestANonUTF8DeliveryErrorNeverPoisonsTheOutbox(t *testing.T) {
-	t.Parallel()
-	for name, msg := range map[string]string{
-		"latin-1": "550 5.1.1 Empf\xe4nger unbekannt",
-		"NUL":     "550 mailbox unavailable\x00",
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			pool, ids := outbox(t, 5)
-			m := &mailer{failWith: map[int64]string{ids[2]: msg}}
-			d := &workers.Dispatcher{Pool: pool, Deliverer: m, Log: testutil.Logger(t)}
-			var errs []error
-			for range 3 {
-				if _, err := d.Drain(context.Background()); err != nil {
-					errs = append(errs, err)
-				}
-			}
-			delivered := m.counts()
-			recorded := count(t, pool, "SELECT count(*) FROM receipts")
-			require.Equal(t, 4, recorded, "receipts recorded after three batches (deliveries per payment: %v; batch errors: %v)", delivered, errs)
-			require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM receipt_outbox WHERE payment_id = $1 AND attempts = 1", ids[2]),
-				"the failing receipt is put off")
-			for _, id := range ids {
-				if id != ids[2] {
-					require.Equal(t, 1, delivered[id], "payment %d mailed %d times", id, delivered[id])
-				}
-			}
-		})
-	}
-}
-
-// Defect: River recovered a panic in the receipt worker and retried the
-// job; the dispatcher ran the Deliverer bare, in app.Run's goroutine, so
-// one receipt that made the Deliverer panic (a template error on one
-// user's data) took the serve process down; and after a restart the same
-// receipt headed the outbox again, so every serve process crash-looped on
-// it and the payments API went down with them. A panicking Deliverer is
-// now a failed delivery, as a panicking resume is to the completer.
-func TestAPanickingDeliveryNeverKillsTheDispatcher(t *testing.T) {
-	t.Parallel()
-	pool, ids := outbox(t, 3)
-	m := &mailer{panicOn: ids[0]}
-	d := &workers.Dispatcher{Pool: pool, Deliverer: m, Log: testutil.Logger(t), Config: workers.DispatcherConfig{
-		Interval: 20 * time.Millisecond,
-	}}
-	panicked := runDispatcher(d, 2*time.Second)
-	require.Nil(t, panicked, "a Deliverer's panic escaped Dispatcher.Run, which app.Run runs in a bare goroutine: the process exits")
-	require.Equal(t, 2, count(t, pool, "SELECT count(*) FROM receipts"), "the other receipts go out")
-}
-
-// A shutdown while a batch is delivering lets the batch commit; nothing is
-// mailed twice.
-func TestAShutdownMidBatchFinishesTheBatch(t *testing.T) {
-	t.Parallel()
-	pool, ids := outbox(t, 5)
-	m := &mailer{perDelivery: 50 * time.Millisecond}
-	d := &workers.Dispatcher{Pool: pool, Deliverer: m, Log: testutil.Logger(t)}
-	ctx, shutdown := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); d.Run(ctx) }()
-	time.Sleep(80 * time.Millisecond) // mid-batch
-	shutdown()
-	<-done
-	require.Equal(t, len(ids), count(t, pool, "SELECT count(*) FROM receipts"))
-	for _, id := range ids {
-		require.Equal(t, 1, m.counts()[id])
-	}
-	d2 := &workers.Dispatcher{Pool: pool, Deliverer: m, Log: testutil.Logger(t)}
-	n, err := d2.Drain(context.Background())
-	require.NoError(t, err)
-	require.Zero(t, n)
 }
 
 // mailer is a Deliverer standing in for an e-mail sender: each delivery
