@@ -117,8 +117,9 @@ else
   md=$work/BENCHMARKS.md svg=$work/bench.svg
 fi
 
-say "building bin/paymentsd, bin/paymentsd-bare and bin/paymentsd-bench"
+say "building bin/paymentsd, bin/stripefake, bin/paymentsd-bare and bin/paymentsd-bench"
 go build -o bin/paymentsd ./cmd/paymentsd
+go -C emulator build -o "$root/bin/stripefake" ./cmd/stripefake
 go build -o bin/paymentsd-bare ./cmd/paymentsd-bare
 go build -o bin/paymentsd-bench ./cmd/paymentsd-bench
 
@@ -184,7 +185,7 @@ if [ -n "${BENCH_PROFILE:-}" ]; then
     -profile-dir "$work/profiles" -go "$(command -v go)")
 fi
 say "starting the Stripe emulator on $emulator_addr, paymentsd on $service_addr and the bare service on $bare_addr (logs in .tmp/bench)"
-bin/paymentsd stripefake --addr "$emulator_addr" 2>"$work/stripefake.log" &
+bin/stripefake --addr "$emulator_addr" 2>"$work/stripefake.log" &
 emulator_pid=$!
 pids+=($emulator_pid)
 bin/paymentsd-bench wait -url "http://$emulator_addr/_fake/stats" -timeout 30s

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# make chaos: the fault run. Builds paymentsd and the harness, then runs the
-# harness, which starts its own Postgres cluster (.tmp/chaos-postgres on
-# port 55433, so it may restart it without touching the developer's), the
-# Stripe emulator and several `paymentsd serve` processes, drives clients
-# through SIGKILLs, a Postgres restart, processor faults and lost history
-# (a key's rows deleted, its client sending it again later), and checks that
-# every payment happened exactly once. Exit status 0 means zero violations.
+# make chaos: the fault run. Builds paymentsd, the Stripe emulator
+# (bin/stripefake) and the harness, then runs the harness, which starts its
+# own Postgres cluster (.tmp/chaos-postgres on port 55433, so it may restart
+# it without touching the developer's), the Stripe emulator and several
+# `paymentsd serve` processes, drives clients through SIGKILLs, a Postgres
+# restart, processor faults and lost history (a key's rows deleted, its
+# client sending it again later), and checks that every payment happened
+# exactly once. Exit status 0 means zero violations.
 #
 #   scripts/chaos.sh                      the short form (CHAOS_DURATION, 45s)
 #   CHAOS_DURATION=10m scripts/chaos.sh   the long form
@@ -33,6 +34,7 @@ cd "$root"
 GO=${GO:-go}
 
 $GO build -o bin/paymentsd ./cmd/paymentsd
+$GO -C emulator build -o "$root/bin/stripefake" ./cmd/stripefake
 $GO build -o bin/paymentsd-chaos ./cmd/paymentsd-chaos
 
 export CHAOS_DURATION=${CHAOS_DURATION:-45s}

@@ -2,7 +2,8 @@
 # `make run`: bring up what the API needs and serve it in the foreground.
 #  - DATABASE_URL unset: the throwaway local Postgres (scripts/postgres.sh),
 #    left running afterwards (`make clean` or `scripts/postgres.sh stop`).
-#  - STRIPE_SECRET_KEY and STRIPE_API_BASE unset: the Stripe emulator on
+#  - STRIPE_SECRET_KEY and STRIPE_API_BASE unset: the Stripe emulator
+#    (bin/stripefake, built from emulator/ by make build) on
 #    PAYMENTSD_STRIPEFAKE_ADDR (127.0.0.1:12111), stopped with the API, which
 #    sends its webhook events to the API's POST /webhooks/stripe, signed with
 #    STRIPE_WEBHOOK_SECRET (one made for the run, unless set).
@@ -109,7 +110,7 @@ if [ -z "${STRIPE_SECRET_KEY:-}" ] && [ -z "${STRIPE_API_BASE:-}" ]; then
   case $api_host in '' | 0.0.0.0 | '[::]' | '::') api_host=127.0.0.1 ;; esac
   export STRIPE_WEBHOOK_SECRET=${STRIPE_WEBHOOK_SECRET:-whsec_$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')}
   webhook_url="http://$api_host:${addr##*:}/webhooks/stripe"
-  PAYMENTSD_LOG_LEVEL=warn "$bin" stripefake --addr "$emulator_addr" \
+  PAYMENTSD_LOG_LEVEL=warn bin/stripefake --addr "$emulator_addr" \
     --webhook-url "$webhook_url" --webhook-secret "$STRIPE_WEBHOOK_SECRET" &
   pids+=($!)
   wait_for "the Stripe emulator" "${pids[-1]}" "http://$emulator_addr/_fake/stats"

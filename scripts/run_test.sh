@@ -38,7 +38,7 @@ export DATABASE_URL
 
 # block PORT: something listens on PORT (an emulator of our own).
 block() {
-  bin/paymentsd stripefake --addr "127.0.0.1:$1" 2>/dev/null &
+  bin/stripefake --addr "127.0.0.1:$1" 2>/dev/null &
   blocker=$!
   for _ in $(seq 1 100); do port_busy "$1" && return; sleep 0.1; done
   echo "could not listen on $1" >&2; exit 1

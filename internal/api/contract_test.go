@@ -18,9 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	apispec "github.com/paymentsd/paymentsd/api"
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/problem"
-	"github.com/paymentsd/paymentsd/internal/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
 

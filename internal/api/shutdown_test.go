@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
 

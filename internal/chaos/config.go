@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 )
 
 // Config is one chaos run.
@@ -97,6 +97,9 @@ func lostSearchLag(retryAfter time.Duration) time.Duration {
 // Paymentsd is the path of the paymentsd binary under test.
 func (c *Config) Paymentsd() string { return filepath.Join(c.Root, "bin", "paymentsd") }
 
+// Stripefake is the path of the Stripe emulator's binary.
+func (c *Config) Stripefake() string { return filepath.Join(c.Root, "bin", "stripefake") }
+
 // PostgresScript is the path of scripts/postgres.sh.
 func (c *Config) PostgresScript() string { return filepath.Join(c.Root, "scripts", "postgres.sh") }
 
@@ -117,7 +120,7 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	failover := os.Getenv("CHAOS_FAILOVER")
 	fs := flag.NewFlagSet("paymentsd-chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.Root, "root", root, "repository root (bin/paymentsd, scripts/postgres.sh, .tmp/)")
+	fs.StringVar(&cfg.Root, "root", root, "repository root (bin/paymentsd, bin/stripefake, scripts/postgres.sh, .tmp/)")
 	fs.DurationVar(&cfg.Duration, "duration", defDuration, "how long to send new intents under faults; CHAOS_DURATION sets the default")
 	fs.IntVar(&cfg.Clients, "clients", 16, "concurrent clients")
 	fs.IntVar(&cfg.Serve, "serve", 2, "number of paymentsd serve processes")
@@ -240,7 +243,10 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("emulator faults: %w", err))
 	}
 	if _, err := os.Stat(c.Paymentsd()); err != nil {
-		errs = append(errs, fmt.Errorf("%s is missing: build it first (go build -o bin/paymentsd ./cmd/paymentsd)", c.Paymentsd()))
+		errs = append(errs, fmt.Errorf("%s is missing: build it first (make build)", c.Paymentsd()))
+	}
+	if _, err := os.Stat(c.Stripefake()); err != nil {
+		errs = append(errs, fmt.Errorf("%s is missing: build it first (make build)", c.Stripefake()))
 	}
 	return errors.Join(errs...)
 }

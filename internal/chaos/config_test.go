@@ -8,15 +8,18 @@ import (
 	"time"
 )
 
-// parse parses args against a root that has bin/paymentsd.
+// parse parses args against a root that has bin/paymentsd and
+// bin/stripefake.
 func parse(t *testing.T, args ...string) *Config {
 	t.Helper()
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "bin", "paymentsd"), nil, 0o755); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"paymentsd", "stripefake"} {
+		if err := os.WriteFile(filepath.Join(root, "bin", name), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Setenv("CHAOS_DURATION", "")
 	t.Setenv("CHAOS_FAILOVER", "")

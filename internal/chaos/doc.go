@@ -9,7 +9,7 @@
 //     (scripts/postgres.sh with PAYMENTSD_PGDATA and PAYMENTSD_PGPORT), so it
 //     may restart it; creates a fresh database, paymentsd_chaos; applies the
 //     migrations with `paymentsd migrate`; starts the Stripe emulator
-//     (`paymentsd stripefake`) and -serve `paymentsd serve` processes on
+//     (bin/stripefake) and -serve `paymentsd serve` processes on
 //     distinct ports; and creates a few users with `paymentsd users create`.
 //     Every process writes its log under .tmp/chaos-logs/.
 //

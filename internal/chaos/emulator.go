@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 )
 
 // DefaultFaults is the emulator's chaos during a run: every PaymentIntent

@@ -1,7 +1,7 @@
 package chaos
 
 import (
-	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 )
 
 // An asynchronous failover loses payments whose PaymentIntents succeeded at

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 	"github.com/paymentsd/paymentsd/internal/intent"
-	"github.com/paymentsd/paymentsd/internal/stripefake"
 )
 
 // Verify checks the invariants of the run (see the package documentation)

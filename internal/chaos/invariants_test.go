@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 	"github.com/paymentsd/paymentsd/internal/intent"
-	"github.com/paymentsd/paymentsd/internal/stripefake"
 )
 
 // namespace is the world's deployment.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 	"github.com/paymentsd/paymentsd/internal/intent"
-	"github.com/paymentsd/paymentsd/internal/stripefake"
 )
 
 // A failover to an asynchronous standby may lose the last commits of the

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 	"github.com/paymentsd/paymentsd/internal/intent"
-	"github.com/paymentsd/paymentsd/internal/stripefake"
 )
 
 // How a lost key ended, as the report counts it.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 )
 
 // createdAt is when pi_a and re_a were made; lostAt when key a's history

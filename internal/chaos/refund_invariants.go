@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 	"github.com/paymentsd/paymentsd/internal/intent"
-	"github.com/paymentsd/paymentsd/internal/stripefake"
 )
 
 // checkRefund checks one finished refund key against its refund row and

@@ -99,8 +99,8 @@ func Setup(ctx context.Context, cfg *Config, ev *Events) (*Rig, error) {
 		return r, err
 	}
 	r.EmuProc = &Proc{
-		Name: "stripefake", Path: cfg.Paymentsd(),
-		Args: append([]string{"stripefake", "--addr", emuAddr}, cfg.webhookArgs(serveAddrs)...),
+		Name: "stripefake", Path: cfg.Stripefake(),
+		Args: append([]string{"--addr", emuAddr}, cfg.webhookArgs(serveAddrs)...),
 		Env:  r.env(nil), LogPath: filepath.Join(cfg.LogDir, "stripefake.log"),
 	}
 	if err := r.EmuProc.Start(); err != nil {

@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 	"github.com/paymentsd/paymentsd/internal/ids"
-	"github.com/paymentsd/paymentsd/internal/stripefake"
 )
 
 // KeyRow is an idempotency key as the harness reads it back.

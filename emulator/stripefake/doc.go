@@ -125,7 +125,7 @@
 //
 // # Webhooks
 //
-// With Options.WebhookURL and WebhookSecret (paymentsd stripefake
+// With Options.WebhookURL and WebhookSecret (cmd/stripefake
 // --webhook-url U --webhook-secret S) every state change is a Stripe event,
 // signed as Stripe signs them (Stripe-Signature: t=...,v1=...) and POSTed
 // asynchronously, retried with backoff until answered 2xx:

@@ -29,7 +29,7 @@ import (
 	// optional to this check (the spec allows additional properties).
 	"github.com/stripe/stripe-mock/embedded"
 
-	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 )
 
 // stripeSpec is Stripe's OpenAPI spec, loaded once (about 2 s).

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
 
-	"github.com/paymentsd/paymentsd/internal/stripefake"
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
 )
 
 // processing creates a PaymentIntent with pm_card_processing and checks that
