@@ -1,5 +1,5 @@
-// Command paymentsd is the payments API, its migrations, its user admin and
-// its Stripe emulator. See the README for the contract.
+// Command paymentsd is the payments API, its migrations and its user and
+// key admin. See the README for the contract.
 package main
 
 import (

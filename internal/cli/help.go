@@ -102,16 +102,18 @@ func init() {
 		},
 		{
 			name: "stripefake", args: "[--addr A] [--webhook-url U --webhook-secret S [--webhook-latency D]]",
-			summary: "serve the Stripe emulator",
+			summary: "serve the Stripe emulator (its own program, stripefake)",
 			about: "Serves the stateful Stripe emulator: PaymentIntents and Refunds with Stripe's idempotency rules,\n" +
 				"and admin endpoints under /_fake/ (stats, fault injection, events, disputes). They have no\n" +
 				"authentication: keep it on loopback. With --webhook-url it signs a Stripe event for every state\n" +
-				"change with --webhook-secret and POSTs it there, retrying until answered 2xx.",
+				"change with --webhook-secret and POSTs it there, retrying until answered 2xx, each --webhook-latency\n" +
+				"(default 100ms) after its change at the earliest; --addr defaults to 127.0.0.1:12111.\n\n" +
+				"The emulator is tooling, not part of paymentsd: this runs its program, stripefake (built from the\n" +
+				"emulator/ module, into bin/ by make build), found beside paymentsd or on PATH, in place of\n" +
+				"paymentsd, with the same arguments. 'stripefake --help' lists its flags.",
 			env:     []string{"PAYMENTSD_LOG_LEVEL"},
 			example: "paymentsd stripefake --addr 127.0.0.1:12111 --webhook-url http://127.0.0.1:8080/webhooks/stripe --webhook-secret whsec_local",
-			run: func(ctx context.Context, args []string, _ io.Writer, log zerolog.Logger) error {
-				return stripefakeCmd(ctx, args, log)
-			},
+			builtin: stripefakeCmd,
 		},
 		{
 			name: "keys list", args: "[--state unfinished|needs-attention] [--user N]",

@@ -1,48 +1,46 @@
 package cli
 
 import (
-	"context"
-	"net/url"
-	"strings"
-	"time"
-
-	"github.com/rs/zerolog"
-
-	"github.com/paymentsd/paymentsd/emulator/stripefake"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 )
 
-func stripefakeCmd(ctx context.Context, args []string, log zerolog.Logger) error {
-	fs := newFlagSet("stripefake")
-	addr := fs.String("addr", "127.0.0.1:12111", "listen on address `A`")
-	hookURL := fs.String("webhook-url", "", "send a signed Stripe event for every state change to `U` (several URLs, comma-separated, are taken in turn)")
-	hookSecret := fs.String("webhook-secret", "", "sign the events with secret `S`: the endpoint's STRIPE_WEBHOOK_SECRET")
-	hookLatency := fs.Duration("webhook-latency", 100*time.Millisecond, "send each event `D` after its change at the earliest, as Stripe's asynchronous delivery does, after the API's answer")
-	if args, err := parseArgs(fs, args); err != nil {
-		return err
-	} else if err := noMoreArgs(args); err != nil {
-		return err
+// emulatorProgram is the Stripe emulator's program, built from the
+// emulator/ module.
+const emulatorProgram = "stripefake"
+
+// stripefakeCmd is `paymentsd stripefake`, the contract's command for the
+// Stripe emulator. The emulator is tooling, a module of its own, and
+// paymentsd links none of it: the command runs the emulator's program with
+// the same arguments in place of this process, so that its flags, its
+// logs, its signals and its exit code are the program's own. The program is
+// looked for beside this binary (make build puts both in bin/), then on
+// PATH.
+func stripefakeCmd(args []string, _, stderr io.Writer) int {
+	path, err := emulatorPath()
+	if err == nil {
+		// Returns only if the program could not be run.
+		err = execProgram(path, append([]string{path}, args...), os.Environ())
+		err = fmt.Errorf("running %s: %w", path, err)
 	}
-	switch {
-	case *hookURL != "" && *hookSecret == "":
-		return usageErrorf("--webhook-url needs --webhook-secret")
-	case *hookSecret != "" && *hookURL == "":
-		return usageErrorf("--webhook-secret needs --webhook-url")
-	case *hookLatency < 0:
-		return usageErrorf("--webhook-latency must not be negative, got %s", *hookLatency)
-	}
-	if *hookURL != "" {
-		for _, raw := range strings.Split(*hookURL, ",") {
-			if u, err := url.Parse(strings.TrimSpace(raw)); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return usageErrorf("--webhook-url must be http or https URLs, got %q", raw)
-			}
+	fmt.Fprintf(stderr, "paymentsd stripefake: %v\n", err)
+	return 1
+}
+
+// emulatorPath finds the emulator's program: beside this binary, or on PATH.
+func emulatorPath() (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		if path, err := exec.LookPath(filepath.Join(filepath.Dir(exe), emulatorProgram)); err == nil {
+			return path, nil
 		}
 	}
-	ev := log.Info().Str("addr", *addr)
-	if *hookURL != "" {
-		ev = ev.Str("webhook_url", *hookURL)
+	if path, err := exec.LookPath(emulatorProgram); err == nil {
+		return path, nil
 	}
-	ev.Msg("serving the Stripe emulator")
-	return stripefake.ListenAndServe(ctx, *addr, stripefake.New(stripefake.Options{
-		Logger: log, WebhookURL: *hookURL, WebhookSecret: *hookSecret, WebhookLatency: *hookLatency,
-	}))
+	return "", errors.New("the Stripe emulator is not part of paymentsd, and its program, stripefake, is neither beside " +
+		"this binary nor on PATH: make build builds it into bin/ (or go -C emulator build ./cmd/stripefake)")
 }
