@@ -29,7 +29,7 @@ GO    ?= go
 SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 # The Go modules make test and make lint cover: the product (.) and its
 # tooling, each a module of its own (tools/ only pins sqlc).
-MODULES := . emulator
+MODULES := . emulator harness
 
 .PHONY: build run test test-pgbouncer generate check-generated lint lint-openapi walk fuzz bench bench-fill bench-go chaos chaos-failover chaos-patroni clean
 
@@ -111,7 +111,7 @@ bench: build
 
 # Issue 12, "flat as it grows": the point at 32 connections on the empty
 # database, then on one filled with BENCH_FILL finished keys and everything
-# the service leaves behind them (internal/bench/fill.go), with the reaper
+# the service leaves behind them (harness/bench/fill.go), with the reaper
 # running every 5 s; the report's "Ten million keys" section compares them
 # and lists every table's and index's size. BENCH_FILL=20000 is the quick
 # form CI runs; the default, 10000000, takes about 30 minutes on 2 cores

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The engine of `make bench`: throughput and latency of POST /payments (fresh
-# payments and replays) read against the bare service (cmd/paymentsd-bare,
-# the yardstick: the same two commits and the same Stripe call, nothing
-# else), with the SQL ceiling of the same work measured by pgbench beside
-# both, all in one run on one cluster with one emulator.
+# payments and replays) read against the bare service
+# (harness/cmd/paymentsd-bare, the yardstick: the same two commits and the
+# same Stripe call, nothing else), with the SQL ceiling of the same work
+# measured by pgbench beside both, all in one run on one cluster with one
+# emulator. The bench and the bare service are built from the harness/
+# module; the service and the emulator from their own.
 #
 # Writes its report and plot to .tmp/bench/ (BENCHMARKS.md, bench.svg) with
 # the results as JSON beside them; the committed BENCHMARKS.md and
@@ -36,7 +38,7 @@
 #                       must include it), then stop the service and the bare
 #                       service, fill the database with N finished keys and
 #                       all the service leaves behind them
-#                       (internal/bench/fill.go: 10 M take about 7 minutes
+#                       (harness/bench/fill.go: 10 M take about 7 minutes
 #                       and 23 GB on 2 cores), start both again (the service
 #                       with PAYMENTSD_REAPER_INTERVAL=5s), wait for its
 #                       reaper to work off the fill's backlog, and measure
@@ -120,8 +122,8 @@ fi
 say "building bin/paymentsd, bin/stripefake, bin/paymentsd-bare and bin/paymentsd-bench"
 go build -o bin/paymentsd ./cmd/paymentsd
 go -C emulator build -o "$root/bin/stripefake" ./cmd/stripefake
-go build -o bin/paymentsd-bare ./cmd/paymentsd-bare
-go build -o bin/paymentsd-bench ./cmd/paymentsd-bench
+go -C harness build -o "$root/bin/paymentsd-bare" ./cmd/paymentsd-bare
+go -C harness build -o "$root/bin/paymentsd-bench" ./cmd/paymentsd-bench
 
 pids=()
 release_postgres=false
@@ -245,7 +247,7 @@ bin/paymentsd-bench run \
   -service "http://$service_addr" -bare "http://$bare_addr" -emulator "http://$emulator_addr" \
   -admin-url "$admin_url" -db-url "$bench_url" -db "$db" \
   -users "$users" -conns "$conns" -duration "$duration" \
-  -pgbench "$(command -v pgbench)" -scripts bench/pgbench "${profile_args[@]}" \
+  -pgbench "$(command -v pgbench)" -scripts harness/bench/pgbench "${profile_args[@]}" \
   -json "$work/results.json" -md "$md" -svg "$svg" \
   -pids "service=$service_pid,bare=$bare_pid,emulator=$emulator_pid" -command "$command" -code "$code"
 
@@ -262,7 +264,7 @@ if [ -n "$fill" ]; then
   bin/paymentsd-bench run-filled -json "$work/results.json" \
     -service "http://$service_addr" -bare "http://$bare_addr" -db-url "$bench_url" -admin-url "$admin_url" \
     -users "$users" -duration "$duration" -reaper-interval "$reaper_interval" \
-    -pgbench "$(command -v pgbench)" -scripts bench/pgbench -md "$md" -svg "$svg" \
+    -pgbench "$(command -v pgbench)" -scripts harness/bench/pgbench -md "$md" -svg "$svg" \
     -pids "service=$service_pid,bare=$bare_pid,emulator=$emulator_pid"
 fi
 

@@ -35,7 +35,7 @@ GO=${GO:-go}
 
 $GO build -o bin/paymentsd ./cmd/paymentsd
 $GO -C emulator build -o "$root/bin/stripefake" ./cmd/stripefake
-$GO build -o bin/paymentsd-chaos ./cmd/paymentsd-chaos
+$GO -C harness build -o "$root/bin/paymentsd-chaos" ./cmd/paymentsd-chaos
 
 export CHAOS_DURATION=${CHAOS_DURATION:-45s}
 pgdata=$root/.tmp/chaos-postgres

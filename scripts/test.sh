@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go=${GO:-go}
-read -r -a modules <<<"${MODULES:-. emulator}"
+read -r -a modules <<<"${MODULES:-. emulator harness}"
 say() { echo "make test: $*" >&2; }
 
 if [ "${1:-}" = --run ]; then # under scripts/with-postgres.sh, below

@@ -231,7 +231,7 @@ func TestResultsRoundTrip(t *testing.T) {
 const repoRoot = "../.."
 
 var (
-	pathRe = regexp.MustCompile(`(?:\.tmp|bin|cmd|internal|bench|scripts|docs|db|api)/[\w./-]*[\w]`)
+	pathRe = regexp.MustCompile(`(?:\.tmp|bin|cmd|internal|harness|emulator|bench|scripts|docs|db|api)/[\w./-]*[\w]`)
 	fileRe = regexp.MustCompile(`\b[\w-]+\.(?:md|svg|sql|sh|log|pprof|json|go)\b`)
 )
 
@@ -252,7 +252,7 @@ func TestReportCitesOnlyRepositoryFiles(t *testing.T) {
 	}
 	for _, f := range fileRe.FindAllString(pathRe.ReplaceAllString(text, ""), -1) {
 		_, atRoot := os.Stat(filepath.Join(repoRoot, f))
-		_, inScripts := os.Stat(filepath.Join(repoRoot, "bench/pgbench", f))
+		_, inScripts := os.Stat(filepath.Join(repoRoot, "harness/bench/pgbench", f))
 		require.True(t, atRoot == nil || inScripts == nil, "the report names %s", f)
 	}
 	require.NotContains(t, text, ".tmp")

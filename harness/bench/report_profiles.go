@@ -22,7 +22,7 @@ func compareMethod(b *strings.Builder) {
 	w("the engine's code around it the engine's, and the standard library or the runtime below a frame\n")
 	w("(encoding/json, a syscall) counts for that frame. The allocator (mallocgc and its entry points),\n")
 	w("GC assists and write barriers are the GC's wherever they are called from; net/http is the HTTP\n")
-	w("server's except under the Stripe client (internal/bench/profile_compare.go reads the stacks).\n")
+	w("server's except under the Stripe client (harness/bench/profile_compare.go reads the stacks).\n")
 	w("A profile's resolution is one sample, 10 ms of CPU, over the requests of its span; it is given\n")
 	w("under each table, and the ± column is two standard deviations of the sampling noise, counting\n")
 	w("a bucket's samples as a Poisson count (n ± √n).\n\n")

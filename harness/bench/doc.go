@@ -1,24 +1,25 @@
 // Package bench is paymentsd's load generator and report writer, the engine
 // of `make bench` (scripts/bench.sh starts Postgres, the service, the bare
-// service and the Stripe emulator, then runs cmd/paymentsd-bench).
+// service and the Stripe emulator, then runs harness/cmd/paymentsd-bench).
 //
 // The service is read against the bare service (package bare,
-// cmd/paymentsd-bare): the same two commits and the same stripe-go call to
-// the same emulator, and nothing else, measured in the same run with the same
-// load generator on the same cluster. At each connection count it measures,
-// in this order:
+// harness/cmd/paymentsd-bare): the same two commits and the same stripe-go
+// call to the same emulator, and nothing else, measured in the same run with
+// the same load generator on the same cluster. At each connection count it
+// measures, in this order:
 //
 //   - the bare service's fresh payments: closed-loop clients POST /payments
 //     with unique Idempotency-Keys, spread over several users;
 //   - the emulator alone: the same clients POST /v1/payment_intents to the
 //     Stripe emulator directly, the share of a fresh payment that is not ours;
 //   - the service's fresh payments, the same requests under keys of its own;
-//   - the fresh-payment ceiling: pgbench running bench/pgbench/fresh.sql, the
-//     bare service's two transactions with nothing around them;
+//   - the fresh-payment ceiling: pgbench running
+//     harness/bench/pgbench/fresh.sql, the bare service's two transactions
+//     with nothing around them;
 //   - the service's replays, then the bare service's: the same POST with
 //     keys each finished beforehand, answered from the stored response;
-//   - the replay ceiling: pgbench running bench/pgbench/replay.sql, the one
-//     indexed lookup a replay needs.
+//   - the replay ceiling: pgbench running harness/bench/pgbench/replay.sql,
+//     the one indexed lookup a replay needs.
 //
 // At TargetConns, where the targets are judged, each judged pair runs
 // JudgedRuns times, in ABBA order over and over (judged.go): after the

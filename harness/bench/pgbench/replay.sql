@@ -1,6 +1,6 @@
 -- The SQL ceiling of a replay: the one indexed lookup of a finished key by
 -- (user, key), statement for statement the bare service's replay read
--- (internal/bench/bare: keep the two in step); the service's own lookup
+-- (harness/bench/bare: keep the two in step); the service's own lookup
 -- (IdempotencyKeyGetByUserKey in db/queries) reads a few more columns of the
 -- same row. Every lookup hits a key the benchmark finished beforehand
 -- through the service.

@@ -33,7 +33,7 @@ func Tables(r *Results) string {
 		}
 		w("Beside each judged share the targets give each pair's share and a 95%% interval for the share from them\n")
 		w("(Student's t over the pairs; for the filled point against the empty database, over each side's runs as\n")
-		w("independent samples: `internal/bench/interval.go`). Where the interval holds the target's share, the run\n")
+		w("independent samples: `harness/bench/interval.go`). Where the interval holds the target's share, the run\n")
 		w("cannot tell met from not met; the verdict is the share's own.\n")
 	}
 

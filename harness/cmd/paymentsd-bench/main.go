@@ -1,7 +1,7 @@
 // Command paymentsd-bench is the engine of `make bench`: it loads a running
 // paymentsd and its Stripe emulator, measures the SQL ceilings with pgbench,
 // and writes BENCHMARKS.md and docs/bench.svg. scripts/bench.sh sets the
-// stage and runs it; see internal/bench.
+// stage and runs it; see harness/bench.
 package main
 
 import (
@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/paymentsd/paymentsd/internal/bench"
+	"github.com/paymentsd/paymentsd/harness/bench"
 )
 
 func main() {

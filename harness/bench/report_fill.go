@@ -24,7 +24,7 @@ func fillSection(b *strings.Builder, r *Results) {
 	}
 	w("The point at %d connections measured again once the database holds **%s finished keys** and what the\n",
 		cmp.Or(f.Conns, TargetConns), formatCount(m.Keys))
-	w("service leaves behind them (`internal/bench/fill.go`): %s payments (%s declined) and %s refunds, %s audit\n",
+	w("service leaves behind them (`harness/bench/fill.go`): %s payments (%s declined) and %s refunds, %s audit\n",
 		formatCount(m.Payments), percent(float64(m.Declined), float64(m.PaymentKeys)), formatCount(m.Refunds), formatCount(m.AuditRecords))
 	w("records, %s receipts, %s Stripe events and %s tombstones, spread over %d users. The keys' times run over the\n",
 		formatCount(m.Receipts), formatCount(m.StripeEvents), formatCount(m.Tombstones), r.Users)

@@ -3,7 +3,7 @@
 -- lookup before reserving, or the Stripe call. One run of this script is one
 -- payment, so pgbench's tps is payments per second.
 --
--- It is statement for statement what the bare service (internal/bench/bare)
+-- It is statement for statement what the bare service (harness/bench/bare)
 -- runs: keep the two in step. Both follow the service's own statements in
 -- db/queries, less what only the service needs (the per-user cap and the
 -- tombstone check on the key insert); the bare passes the stored answer as a

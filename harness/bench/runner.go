@@ -13,7 +13,7 @@ import (
 // Config is one benchmark run.
 type Config struct {
 	// ServiceURL, BareURL and EmulatorURL are the base URLs of paymentsd
-	// serve, of the bare service (cmd/paymentsd-bare) and of the Stripe
+	// serve, of the bare service (harness/cmd/paymentsd-bare) and of the Stripe
 	// emulator both call.
 	ServiceURL, BareURL, EmulatorURL string
 	// AdminURL is any other database on the server (the watcher's); BenchURL

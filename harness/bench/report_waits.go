@@ -27,7 +27,7 @@ func waitsSection(b *strings.Builder, r *Results) {
 	w("### What the database's connections were doing, at %d connections\n\n", TargetConns)
 	w("Sampled from pg_stat_activity every %s during each side's runs (warm-up included; the service's first fresh\n", waitInterval)
 	w("run, inside the commit accounting, is not sampled), from another database so that the sampling reaches neither\n")
-	w("the bench database's statements nor its commits (`internal/bench/waits.go`): the mean number of the bench\n")
+	w("the bench database's statements nor its commits (`harness/bench/waits.go`): the mean number of the bench\n")
 	w("database's backends inside a statement and waiting on no event (on a CPU or ready for one), inside a\n")
 	w("statement and waiting on an event (a lock, a buffer, I/O, the WAL, the client), and idle inside a\n")
 	w("transaction (their client is between two of its statements). The service's background workers' backends\n")

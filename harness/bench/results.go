@@ -88,7 +88,7 @@ type Noise struct {
 }
 
 // Point is everything measured at one connection count: the service, the
-// bare service (the yardstick, internal/bench/bare) and the pgbench
+// bare service (the yardstick, harness/bench/bare) and the pgbench
 // ceilings.
 type Point struct {
 	Conns         int     `json:"conns"`

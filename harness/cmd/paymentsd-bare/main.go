@@ -1,5 +1,5 @@
 // Command paymentsd-bare is the bare service, the yardstick `make bench`
-// reads paymentsd against (internal/bench/bare): a benchmark's instrument,
+// reads paymentsd against (harness/bench/bare): a benchmark's instrument,
 // never part of the service. DATABASE_URL, STRIPE_API_BASE and
 // STRIPE_SECRET_KEY are read as paymentsd reads them. -pprof serves Go's
 // profiles on a listener of its own (off unless given; `BENCH_PROFILE=1
@@ -16,7 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/paymentsd/paymentsd/internal/bench/bare"
+	"github.com/paymentsd/paymentsd/harness/bench/bare"
 	"github.com/paymentsd/paymentsd/internal/config"
 )
 

@@ -8,7 +8,7 @@ import (
 )
 
 // The targets (issue 12). The service is read against the bare service
-// (internal/bench/bare), measured in the same run with the same load, the
+// (harness/bench/bare), measured in the same run with the same load, the
 // same emulator and the same cluster; its shares of the pgbench ceilings
 // are reported beside them, as figures, not targets.
 const (

@@ -1,7 +1,7 @@
 // Command paymentsd-chaos is the fault run behind `make chaos`: real
 // clients against several paymentsd processes while processes are killed,
 // Postgres restarts and the Stripe emulator misbehaves; then a check that
-// every payment happened exactly once. See package internal/chaos.
+// every payment happened exactly once. See package harness/chaos.
 package main
 
 import (
@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/paymentsd/paymentsd/internal/chaos"
+	"github.com/paymentsd/paymentsd/harness/chaos"
 )
 
 func main() {

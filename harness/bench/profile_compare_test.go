@@ -59,7 +59,7 @@ var cpuCases = []struct {
 	{under([]string{"io.ReadAll", api + "readJSONBody"}, request...), bucketDecode},
 	{under([]string{"io.ReadFull", api + "readAll", api + "readJSONBody"}, request...), bucketDecode},
 	{under([]string{"runtime.memmove"}, request...), bucketHandler},
-	{[]string{"runtime.mapaccess1_faststr", paymentsd + "internal/bench/bare.(*Server).pay", "net/http.HandlerFunc.ServeHTTP",
+	{[]string{"runtime.mapaccess1_faststr", paymentsd + "harness/bench/bare.(*Server).pay", "net/http.HandlerFunc.ServeHTTP",
 		"net/http.(*ServeMux).ServeHTTP", serve}, bucketHandler},
 	{[]string{"net/http.(*ServeMux).findHandler", "net/http.(*ServeMux).ServeHTTP", serve}, bucketRouting},
 	{[]string{paymentsd + "internal/apix.Something", "runtime.goexit"}, bucketOurs},

@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paymentsd/paymentsd/harness/bench"
 	"github.com/paymentsd/paymentsd/internal/api"
-	"github.com/paymentsd/paymentsd/internal/bench"
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/idempotency"
@@ -563,7 +563,7 @@ func newUsers(t *testing.T, pool *db.Pool, n int) []bench.User {
 // 10000000) into a database of its own, dropped at the end, with the time
 // it took, the sizes, and one reaper run over the backlog. Run it alone:
 //
-//	BENCH_FILL_KEYS=10000000 go test -run TestFillLarge -timeout 2h -v ./internal/bench/
+//	BENCH_FILL_KEYS=10000000 go -C harness test -run TestFillLarge -timeout 2h -v ./bench/
 func TestFillLarge(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("BENCH_FILL_KEYS"))
 	if n <= 0 {

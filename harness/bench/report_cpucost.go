@@ -27,7 +27,7 @@ func cpuCostSection(b *strings.Builder, r *Results) {
 	w("process (those that exited meanwhile included), the emulator's, the load generator's (the harness, and\n")
 	w("pgbench for fresh.sql), the rest of the time the CPUs were busy (the kernel's own work, other processes,\n")
 	w("and time the hypervisor gave to other machines, where it says so), all of it, and the time they were idle\n")
-	w("(internal/bench/proccpu.go). /proc counts in hundredths of a second per process, read before and after\n")
+	w("(harness/bench/proccpu.go). /proc counts in hundredths of a second per process, read before and after\n")
 	w("each run, so a small figure is good to a few µs (the rest, a difference, can come out below zero). ")
 	sideTable(w, e.CPU, f, []sideColumn[CPUCost]{
 		{"service", "%.1f", func(c *CPUCost) float64 { return c.Service }},

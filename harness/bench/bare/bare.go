@@ -5,8 +5,9 @@
 // has no validation, fingerprint, lease renewal, outbox worker, metrics or
 // logs: it is not safe to serve anything, and the service never uses it.
 //
-// Its SQL must stay statement for statement with bench/pgbench/fresh.sql,
-// the SQL ceiling of the same two transactions: change one, change both.
+// Its SQL must stay statement for statement with
+// harness/bench/pgbench/fresh.sql, the SQL ceiling of the same two
+// transactions: change one, change both.
 //
 // # Profiles
 //
@@ -35,7 +36,7 @@ import (
 	"github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/client"
 
-	"github.com/paymentsd/paymentsd/internal/bench"
+	"github.com/paymentsd/paymentsd/harness/bench"
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/ids"
 	"github.com/paymentsd/paymentsd/internal/intent"
@@ -46,7 +47,7 @@ import (
 // The statements, in the order a payment runs them; fresh.sql builds the
 // stored answer in SQL where this passes it as a parameter.
 const (
-	// The replay: the one indexed read (bench/pgbench/replay.sql).
+	// The replay: the one indexed read (harness/bench/pgbench/replay.sql).
 	readKey = `SELECT recovery_point, response_code, response_headers, response_body
 FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`
 
