@@ -14,8 +14,11 @@
 #   BENCH_DURATION=10s  the measured window of every run (2s for a quick run)
 #   BENCH_CONNS=1,8,32,64
 #   BENCH_WRITE=1       write BENCHMARKS.md and docs/bench.svg in the repository
-#   BENCH_PROFILE=1     serve the service's Go profiles (PAYMENTSD_PPROF_ADDR)
-#                       and the bare service's (paymentsd-bare -pprof) and,
+#   BENCH_PROFILE=1     run the service's profiled build, which serves its Go
+#                       profiles (bin/paymentsd-profiled -pprof: paymentsd's
+#                       own command line plus net/http/pprof, which the
+#                       paymentsd binary does not link), serve the bare
+#                       service's (paymentsd-bare -pprof) and,
 #                       in fresh and replay runs of their own at 32
 #                       connections, after the judged ones and not judged,
 #                       fetch a CPU profile of the window and
@@ -124,6 +127,10 @@ go build -o bin/paymentsd ./cmd/paymentsd
 go -C emulator build -o "$root/bin/stripefake" ./cmd/stripefake
 go -C harness build -o "$root/bin/paymentsd-bare" ./cmd/paymentsd-bare
 go -C harness build -o "$root/bin/paymentsd-bench" ./cmd/paymentsd-bench
+if [ -n "${BENCH_PROFILE:-}" ]; then
+  say "building bin/paymentsd-profiled (BENCH_PROFILE)"
+  go -C harness build -o "$root/bin/paymentsd-profiled" ./cmd/paymentsd-profiled
+fi
 
 pids=()
 release_postgres=false
@@ -178,9 +185,12 @@ fi
 emulator_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
 service_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
 bare_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
+# The service: paymentsd, or its profiled build serving pprof.
+service=(bin/paymentsd)
 pprof_addr= bare_pprof_addr= profile_args=()
 if [ -n "${BENCH_PROFILE:-}" ]; then
   pprof_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
+  service=(bin/paymentsd-profiled -pprof "$pprof_addr")
   bare_pprof_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
   rm -rf "$work/profiles"
   profile_args=(-pprof "http://$pprof_addr" -bare-pprof "http://$bare_pprof_addr"
@@ -196,8 +206,8 @@ bin/paymentsd-bench wait -url "http://$emulator_addr/_fake/stats" -timeout 30s
 # .tmp/bench/serve.log) with any extra settings, and waits until it is ready.
 start_service() {
   env DATABASE_URL="$service_url" PAYMENTSD_ADDR="$service_addr" STRIPE_API_BASE="http://$emulator_addr" \
-    PAYMENTSD_LOG_LEVEL=warn PAYMENTSD_RATE_LIMIT=0 PAYMENTSD_PPROF_ADDR="$pprof_addr" "$@" \
-    bin/paymentsd serve 2>>"$work/serve.log" &
+    PAYMENTSD_LOG_LEVEL=warn PAYMENTSD_RATE_LIMIT=0 "$@" \
+    "${service[@]}" serve 2>>"$work/serve.log" &
   service_pid=$!
   pids+=($service_pid)
   if ! bin/paymentsd-bench wait -url "http://$service_addr/readyz" -timeout 60s; then

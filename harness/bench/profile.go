@@ -17,7 +17,7 @@ import (
 )
 
 // Profiler fetches a process's Go profiles from its pprof server (the
-// service's PAYMENTSD_PPROF_ADDR, the bare's -pprof) while a run is
+// service's profiled build's -pprof, the bare's -pprof) while a run is
 // measured, saves them, summarizes them with `go tool pprof -top`, and
 // reads the CPU profile by bucket and the allocations' totals
 // (profile_compare.go).

@@ -185,8 +185,8 @@ func profileSection(b *strings.Builder, r *Results) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("## Where the service's time goes\n\n")
 	if !r.Profiled {
-		w("This run was not profiled. `BENCH_PROFILE=1 make bench` starts the service with its pprof server\n")
-		w("(`PAYMENTSD_PPROF_ADDR`) and the bare service with its own (`paymentsd-bare -pprof`) and, in fresh\n")
+		w("This run was not profiled. `BENCH_PROFILE=1 make bench` starts the service's profiled build with its\n")
+		w("pprof server (`paymentsd-profiled -pprof`) and the bare service with its own (`paymentsd-bare -pprof`) and, in fresh\n")
 		w("and replay runs of their own at %d connections, fetches a CPU profile of the window and the\n", TargetConns)
 		w("allocations over it (the service's blocking too), and reads them here side by side.\n\n")
 		return
@@ -195,8 +195,9 @@ func profileSection(b *strings.Builder, r *Results) {
 	for _, p := range r.Profiles {
 		bare = bare || p.Process == "bare"
 	}
-	w("The service ran with its pprof server on (`PAYMENTSD_PPROF_ADDR`; block and mutex sampling are on\n")
-	w("only while their profile is taken, `internal/profiling`)")
+	w("The service ran as its profiled build, with its pprof server on (`paymentsd-profiled -pprof`, the\n")
+	w("product's command line plus pprof; block and mutex sampling are on only while their profile is taken,\n")
+	w("`harness/profiling`)")
 	if bare {
 		w(", and so did the bare\nservice (`paymentsd-bare -pprof`, the same handler, so that both pay alike)")
 	}

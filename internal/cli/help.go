@@ -35,7 +35,7 @@ var (
 	envServe = []string{"DATABASE_URL", "PAYMENTSD_ADDR", "STRIPE_SECRET_KEY", "STRIPE_API_BASE", "STRIPE_WEBHOOK_SECRET",
 		"PAYMENTSD_LOCK_TIMEOUT", "PAYMENTSD_KEY_RETENTION", "PAYMENTSD_RATE_LIMIT", "PAYMENTSD_STRIPE_TIMEOUT",
 		"PAYMENTSD_STRIPE_VISIBILITY_MARGIN", "PAYMENTSD_COMPLETER_INTERVAL", "PAYMENTSD_REAPER_INTERVAL",
-		"PAYMENTSD_HEARTBEAT_INTERVAL", "PAYMENTSD_SHUTDOWN_GRACE", "PAYMENTSD_POLL_ONLY", "PAYMENTSD_PPROF_ADDR", "PAYMENTSD_LOG_LEVEL"}
+		"PAYMENTSD_HEARTBEAT_INTERVAL", "PAYMENTSD_SHUTDOWN_GRACE", "PAYMENTSD_POLL_ONLY", "PAYMENTSD_LOG_LEVEL"}
 )
 
 // envDocs says what each variable does; the Configuration table of
@@ -56,7 +56,6 @@ var envDocs = map[string]string{
 	"PAYMENTSD_HEARTBEAT_INTERVAL":       "instance heartbeat; leases go stale after three missed beats (default 5s)",
 	"PAYMENTSD_SHUTDOWN_GRACE":           "on SIGINT/SIGTERM, how long work in flight gets to finish (default 30s)",
 	"PAYMENTSD_POLL_ONLY":                "1: River polls instead of LISTEN, as it does by itself when DATABASE_URL's query exec mode is not cache_statement (PgBouncer)",
-	"PAYMENTSD_PPROF_ADDR":               "serve Go's profiles on this address; keep it on loopback (default off)",
 	"PAYMENTSD_LOG_LEVEL":                "trace, debug, info, warn or error (default info); logs are JSON on stderr",
 }
 

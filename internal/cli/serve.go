@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 
 	"github.com/rs/zerolog"
 
@@ -50,7 +49,6 @@ func serveCmd(ctx context.Context, args []string, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	servePprof(ctx, os.Getenv("PAYMENTSD_PPROF_ADDR"), log)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("error listening on %s: %w", cfg.Addr, err)

@@ -37,11 +37,11 @@ import (
 	"github.com/stripe/stripe-go/v79/client"
 
 	"github.com/paymentsd/paymentsd/harness/bench"
+	"github.com/paymentsd/paymentsd/harness/profiling"
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/ids"
 	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
-	"github.com/paymentsd/paymentsd/internal/profiling"
 )
 
 // The statements, in the order a payment runs them; fresh.sql builds the
@@ -311,7 +311,7 @@ func Run(ctx context.Context, addr, pprofAddr, dbURL, stripeBase, stripeKey, use
 		return err
 	}
 	if pprofAddr != "" {
-		if err := servePprof(ctx, pprofAddr); err != nil {
+		if err := profiling.Serve(ctx, pprofAddr); err != nil {
 			ln.Close()
 			return err
 		}
@@ -321,21 +321,5 @@ func Run(ctx context.Context, addr, pprofAddr, dbURL, stripeBase, stripeKey, use
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	return nil
-}
-
-// servePprof serves Go's profiles on addr until ctx is done, with the
-// service's handler (package profiling). Unlike the service, it fails when
-// addr cannot be listened on: a profiled bench run needs the bare's
-// profiles.
-func servePprof(ctx context.Context, addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	mux := profiling.Handler()
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	go func() { <-ctx.Done(); _ = srv.Close() }()
 	return nil
 }

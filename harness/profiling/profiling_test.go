@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/paymentsd/paymentsd/internal/profiling"
+	"github.com/paymentsd/paymentsd/harness/profiling"
 )
 
 func TestBlockProfilingIsOnOnlyWhileAsked(t *testing.T) {

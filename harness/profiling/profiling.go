@@ -1,7 +1,8 @@
 // Package profiling serves Go's profiles (net/http/pprof) for a process that
-// is being measured: the service (PAYMENTSD_PPROF_ADDR) and the bare service
-// of `make bench` serve the same handler, so that both pay alike for being
-// profiled.
+// is being measured: the service (its profiled build,
+// harness/cmd/paymentsd-profiled) and the bare service of `make bench`
+// serve the same handler, so that both pay alike for being profiled. The
+// paymentsd binary links none of it.
 //
 // Block and mutex profiling cost something on every blocking event while
 // they are on, so they are on only while someone asks for them: a request
@@ -12,6 +13,9 @@
 package profiling
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"runtime"
@@ -25,6 +29,21 @@ const (
 	BlockRate     = int(100 * time.Microsecond)
 	MutexFraction = 10
 )
+
+// Serve serves Handler on addr, a listener of its own, until ctx is done. It
+// fails when addr cannot be listened on: a profiled run needs its profiles.
+// Keep addr on loopback: a profile shows code paths and timings, never
+// secrets, but it is not public.
+func Serve(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("error serving pprof: %w", err)
+	}
+	srv := &http.Server{Handler: Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	return nil
+}
 
 // Handler serves /debug/pprof/.
 func Handler() http.Handler {
