@@ -20,6 +20,8 @@
 #                 (scripts/patroni.sh): the leader killed, only its Patroni
 #                 killed, a switchover; synchronous_mode on, then off
 #   make generate regenerate sqlc code; make check-generated fails if stale
+#   make check-deps  fail if the paymentsd binary links any tooling: the
+#                 emulator, the harness, test helpers, a profiler
 #   make clean    stop the throwaway Postgres clusters; remove .tmp/ and bin/
 #   make lint-openapi  lint api/openapi.yaml; type-check a generated client
 #   make walk     run the curl walk of docs/walk.md; rewrite its captures (CHECK=1: check them)
@@ -31,7 +33,7 @@ SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 # tooling, each a module of its own (tools/ only pins sqlc).
 MODULES := . emulator harness
 
-.PHONY: build run test test-pgbouncer generate check-generated lint lint-openapi walk fuzz bench bench-fill bench-go chaos chaos-failover chaos-patroni clean
+.PHONY: build run test test-pgbouncer generate check-generated check-deps lint lint-openapi walk fuzz bench bench-fill bench-go chaos chaos-failover chaos-patroni clean
 
 # The commit goes in by -ldflags too: Go's own VCS stamping is off wherever
 # GOFLAGS carries -buildvcs=false, as on some CI machines. scripts/build.sh
@@ -65,6 +67,12 @@ generate:
 
 check-generated:
 	$(SQLC) diff
+
+# The product apart from its tooling: go list -deps ./cmd/paymentsd names
+# no package of emulator/ or harness/, no internal/testutil, no pprof and no
+# test library (scripts/check-deps.sh says what imports any it finds).
+check-deps:
+	GO=$(GO) scripts/check-deps.sh
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
