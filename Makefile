@@ -2,7 +2,8 @@
 #
 #   make run      a local Postgres and the Stripe emulator when none is
 #                 configured, migrations, a demo user, and the API
-#   make test     the whole suite against real Postgres, then its pooled pass
+#   make test     the whole suite against real Postgres, in every module (the
+#                 product, emulator/, harness/), then its pooled pass
 #   make test-pgbouncer  the API, workers and webhooks tests through
 #                 PgBouncer in transaction pooling mode, in exec mode
 #   make bench    the service against the bare service and Postgres's own
