@@ -36,10 +36,10 @@ and admin endpoints under /_fake/ (stats, fault injection, events, disputes). Th
 authentication: keep it on loopback. With --webhook-url it signs a Stripe event for every state
 change with --webhook-secret and POSTs it there, retrying until answered 2xx.`
 
-// LevelEnv sets the log level, as it does for paymentsd: trace, debug,
+// levelEnv sets the log level, as it does for paymentsd: trace, debug,
 // info (the default), warn or error. Logs are JSON lines on stderr, or
 // readable lines on a terminal.
-const LevelEnv = "PAYMENTSD_LOG_LEVEL"
+const levelEnv = "PAYMENTSD_LOG_LEVEL"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -136,20 +136,20 @@ func writeHelp(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	})
-	fmt.Fprintf(w, "\nEnvironment:\n  %s  trace, debug, info, warn or error (default info); logs are JSON on stderr\n", LevelEnv)
+	fmt.Fprintf(w, "\nEnvironment:\n  %s  trace, debug, info, warn or error (default info); logs are JSON on stderr\n", levelEnv)
 	fmt.Fprint(w, "\nExample:\n  stripefake --addr 127.0.0.1:12111 --webhook-url http://127.0.0.1:8080/webhooks/stripe --webhook-secret whsec_local\n")
 }
 
 // newLogger returns the emulator's logger writing to w at the level
-// LevelEnv names: JSON lines, or readable lines when w is a terminal.
+// levelEnv names: JSON lines, or readable lines when w is a terminal.
 func newLogger(w io.Writer) (zerolog.Logger, error) {
 	level := zerolog.InfoLevel
-	switch v := os.Getenv(LevelEnv); v {
+	switch v := os.Getenv(levelEnv); v {
 	case "":
 	case "trace", "debug", "info", "warn", "error":
 		level, _ = zerolog.ParseLevel(v)
 	default:
-		return zerolog.Nop(), fmt.Errorf("%s must be one of trace, debug, info, warn, error (or unset for info), got %q", LevelEnv, v)
+		return zerolog.Nop(), fmt.Errorf("%s must be one of trace, debug, info, warn, error (or unset for info), got %q", levelEnv, v)
 	}
 	if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
