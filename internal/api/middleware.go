@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/rs/zerolog"
 
 	"github.com/paymentsd/paymentsd/internal/problem"
@@ -29,7 +28,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		w.Header().Set("Request-Id", id)
 		log := s.log.With().Str("request_id", id).Logger()
 		r = r.WithContext(log.WithContext(r.Context()))
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		ww := &statusWriter{ResponseWriter: w}
 
 		next.ServeHTTP(ww, r)
 
@@ -37,7 +36,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched" // keeps unknown paths from inflating label cardinality
 		}
-		status := ww.Status()
+		status := ww.status
 		if status == 0 {
 			status = http.StatusOK // nothing written: net/http answers 200
 		}
@@ -52,6 +51,31 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			Msg("request")
 	})
 }
+
+// statusWriter records the status a handler answers with. (chi's
+// middleware.WrapResponseWriter would do, but its package links
+// net/http/pprof into the binary.) Unwrap lets http.ResponseController
+// reach the connection beneath.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // logField adds a field to every line logged for r from now on, the access
 // line included. It changes the request's logger in place (zerolog's
