@@ -7,13 +7,13 @@
 # emulator. The bench and the bare service are built from the harness/
 # module; the service and the emulator from their own.
 #
-# Writes its report and plot to .tmp/bench/ (BENCHMARKS.md, bench.svg) with
-# the results as JSON beside them; the committed BENCHMARKS.md and
+# Writes its report and plot to .tmp/bench/ (BENCHMARKS.md, bench.svg, bench-report.md) with
+# the results as JSON beside them; the committed BENCHMARKS.md, docs/bench-report.md and
 # docs/bench.svg change only with BENCH_WRITE=1.
 #
 #   BENCH_DURATION=10s  the measured window of every run (2s for a quick run)
 #   BENCH_CONNS=1,8,32,64
-#   BENCH_WRITE=1       write BENCHMARKS.md and docs/bench.svg in the repository
+#   BENCH_WRITE=1       write BENCHMARKS.md, docs/bench-report.md and docs/bench.svg
 #   BENCH_PROFILE=1     run the service's profiled build, which serves its Go
 #                       profiles (bin/paymentsd-profiled -pprof: paymentsd's
 #                       own command line plus net/http/pprof, which the
@@ -102,7 +102,7 @@ if [ -n "$fill" ] && { [ "$fill" != 10000000 ] || [ -z "${MAKELEVEL:-}" ]; }; th
 code=
 if head=$(git rev-parse HEAD 2>/dev/null); then
   code="commit $head"
-  if [ -n "$(git status --porcelain --untracked-files=no -- . ':!BENCHMARKS.md' ':!docs/bench.svg')" ]; then
+  if [ -n "$(git status --porcelain --untracked-files=no -- . ':!BENCHMARKS.md' ':!docs/bench.svg' ':!docs/bench-report.md')" ]; then
     code="$code, with uncommitted changes"
   fi
 fi
@@ -291,5 +291,5 @@ for name in paymentsd:serve:$service_pid paymentsd-bare:bare:$bare_pid; do
   fi
 done
 if [ -z "${BENCH_WRITE:-}" ]; then
-  say "the report is in ${md#"$root"/} (BENCH_WRITE=1 writes BENCHMARKS.md and docs/bench.svg instead)"
+  say "the report is in ${md#"$root"/} (BENCH_WRITE=1 writes BENCHMARKS.md, docs/bench-report.md and docs/bench.svg instead)"
 fi

@@ -274,13 +274,22 @@ func runFilledCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, 
 	return nil
 }
 
-// writeReport writes the Markdown report and the plot it links to.
+// writeReport writes the summary (md), the plot (svg) and, beside the plot,
+// the full report (bench-report.md) the summary links to.
 func writeReport(res *Results, md, svg string) error {
-	rel, err := filepath.Rel(filepath.Dir(md), svg)
-	if err != nil {
-		rel = svg
+	full := filepath.Join(filepath.Dir(svg), "bench-report.md")
+	rel := func(from, to string) string {
+		r, err := filepath.Rel(filepath.Dir(from), to)
+		if err != nil {
+			return filepath.ToSlash(to)
+		}
+		return filepath.ToSlash(r)
 	}
-	for path, text := range map[string]string{md: Markdown(res, filepath.ToSlash(rel)), svg: SVG(res)} {
+	for path, text := range map[string]string{
+		md:   Summary(res, rel(md, svg), rel(md, full)),
+		full: Markdown(res, rel(full, svg)),
+		svg:  SVG(res),
+	} {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
 		}

@@ -6,12 +6,25 @@ import (
 	"strings"
 )
 
-// Markdown renders BENCHMARKS.md. svgPath is the plot's path relative to
-// the report.
-func Markdown(r *Results, svgPath string) string {
+// Summary renders BENCHMARKS.md: the targets, the plot and the method, with
+// a link to the full report (Markdown) at reportPath; both paths are
+// relative to BENCHMARKS.md.
+func Summary(r *Results, svgPath, reportPath string) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	header(&b, r)
+	w("## Targets\n\n%s\n", targetsTable(r))
+	w("![Throughput and p99 latency against connections: the service beside the bare service and the SQL ceiling](%s)\n\n", svgPath)
+	w("Every figure behind these, for every connection count (fresh payments, replays, commits, where the\n")
+	w("service's time and the database's time go, the machine), is in the full report of the same run:\n")
+	w("[%s](%s).\n\n", reportPath, reportPath)
+	method(&b, r)
+	return b.String()
+}
 
+// header is the reports' title, what they measure and the run's facts.
+func header(b *strings.Builder, r *Results) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("# Benchmarks\n\n")
 	w("Throughput and latency of `POST /payments`, fresh payments and replays, read against the **bare service**\n")
 	w("(`harness/cmd/paymentsd-bare`, `harness/bench/bare`): the same two commits, the same stripe-go call to the same\n")
@@ -28,6 +41,15 @@ func Markdown(r *Results, svgPath string) string {
 		r.Duration.Duration(), r.Warmup.Duration(), max(1, int(float64(r.Duration)+0.999)), connList(r))
 	w("- **Load:** %d users; replays cycle over %d finished keys per user\n\n", r.Users, r.ReplayKeys)
 
+}
+
+// Markdown renders the full report, docs/bench-report.md. svgPath is the
+// plot's path relative to the report.
+func Markdown(r *Results, svgPath string) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+
+	header(&b, r)
 	w("## Results\n\n%s\n", Tables(r))
 	w("![Throughput and p99 latency against connections: the service beside the bare service and the SQL ceiling](%s)\n\n", svgPath)
 	fillSection(&b, r)
@@ -54,6 +76,13 @@ func Markdown(r *Results, svgPath string) string {
 	statementSection(&b, r)
 	waitsSection(&b, r)
 
+	method(&b, r)
+	return b.String()
+}
+
+// method is how the run measured.
+func method(b *strings.Builder, r *Results) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("## Method\n\n")
 	w("- **Clients** are closed-loop: each of *conns* clients sends its next request when the previous\n")
 	w("  answer has been read whole, over keep-alive HTTP/1.1. A request counts when its answer arrives\n")
@@ -83,7 +112,7 @@ func Markdown(r *Results, svgPath string) string {
 	w("  replays, bare replays, replay.sql. The bare runs first so that its commits have settled before\n")
 	w("  the service's fresh run is bracketed (see the commits above); the emulator fills that wait.\n")
 	if r.abba() {
-		abbaMethod(&b, r.judgedRuns())
+		abbaMethod(b, r.judgedRuns())
 	}
 	w("  Before each run of the service and of the bare service the harness vacuums the bench database\n")
 	w("  (`VACUUM (ANALYZE)`, outside the commit accounting), so that the autovacuum the previous runs'\n")
@@ -95,7 +124,6 @@ func Markdown(r *Results, svgPath string) string {
 	}
 	w("- **Targets** are judged at %d connections for throughput and p99, at every point for 409s and\n", TargetConns)
 	w("  errors, and at %s connections for the writing transactions.\n", joinInts(WritesConns, " and "))
-	return b.String()
 }
 
 // abbaMethod says how the pairs judged at TargetConns were measured, runs

@@ -245,7 +245,7 @@ func TestReportCitesOnlyRepositoryFiles(t *testing.T) {
 	r.Profiles = []Profile{{Scenario: "fresh", Conns: 32, Seconds: 10, Tops: []ProfileTop{{Title: "CPU by flat time", Text: "flat"}}, CPU: cpu},
 		{Process: "bare", Scenario: "fresh", Conns: 32, Seconds: 10, CPU: cpu, Allocs: &Allocations{Seconds: 10, Objects: 1, Bytes: 1}},
 		{Scenario: "replay", Conns: 32, Seconds: 10, Error: "block: connection refused"}}
-	text := Markdown(r, "docs/bench.svg") + SVG(r)
+	text := Markdown(r, "docs/bench.svg") + SVG(r) + Summary(r, "docs/bench.svg", "docs/bench-report.md")
 	for _, p := range pathRe.FindAllString(text, -1) {
 		_, err := os.Stat(filepath.Join(repoRoot, p))
 		require.NoError(t, err, "the report names %s", p)
@@ -307,4 +307,20 @@ func TestReportNamesTheCodeMeasured(t *testing.T) {
 	require.NotContains(t, Markdown(r, "bench.svg"), "**Code:**")
 	r.Code = "commit 3618b19, with uncommitted changes"
 	require.Contains(t, Markdown(r, "bench.svg"), "\n- **Code:** commit 3618b19, with uncommitted changes\n")
+}
+
+// TestTheSummaryIsTargetsAndMethodAndLinksTheFullReport: BENCHMARKS.md keeps
+// the targets and the method; every other figure is in the full report it
+// links to.
+func TestTheSummaryIsTargetsAndMethodAndLinksTheFullReport(t *testing.T) {
+	r := sampleFilled()
+	summary := Summary(r, "docs/bench.svg", "docs/bench-report.md")
+	for _, want := range []string{"# Benchmarks", "## Targets", "| target | measured | |", "## Method",
+		"[docs/bench-report.md](docs/bench-report.md)", "](docs/bench.svg)"} {
+		require.Contains(t, summary, want)
+	}
+	for _, only := range []string{"### Fresh payments (POST /payments", "## Machine", "## Ten million keys"} {
+		require.NotContains(t, summary, only)
+		require.Contains(t, Markdown(r, "bench.svg"), only)
+	}
 }
