@@ -45,8 +45,7 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	// HTTPRequests, HTTPDuration and IdempotencyOutcomes are counted into
-	// through ObserveRequest and Outcome, which keep the series they
-	// resolve (series.go): never Reset them or Delete from them.
+	// through ObserveRequest and Outcome (series.go).
 	HTTPRequests        *prometheus.CounterVec
 	HTTPDuration        *prometheus.HistogramVec
 	IdempotencyOutcomes *prometheus.CounterVec
@@ -58,8 +57,6 @@ type Metrics struct {
 	ReapedKeys          prometheus.Counter
 	Receipts            *prometheus.CounterVec
 	WebhookEvents       *prometheus.CounterVec
-
-	series series // the HTTP layer's series, resolved once (series.go)
 }
 
 // New registers the metrics, plus gauges read from pool at scrape time:

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The resolved series are the very series WithLabelValues gives, counted
-// exactly under concurrent first use, one per label set.
+// Each request and outcome is counted in the series of its labels, exactly,
+// under concurrent use, one series per label set.
 func TestSeriesCountWhatWithLabelValuesReads(t *testing.T) {
 	m := New(nil, time.Minute) // the pool is read only at scrape time
 	const goroutines, each = 8, 500

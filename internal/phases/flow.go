@@ -142,16 +142,11 @@ func Next() Transition { return Transition{} }
 func FinishWith(resp *Response) Transition { return Transition{finished: true, response: resp} }
 
 // Response is a stored HTTP answer. Body holds the exact bytes sent, so a
-// replay is byte-for-byte identical and never re-encoded. Write its headers
-// with WriteHeaders: a replayed Response may keep them as stored, with
-// Headers nil.
+// replay is byte-for-byte identical and never re-encoded.
 type Response struct {
 	Status  int               `json:"-"`
 	Headers map[string]string `json:"-"`
 	Body    []byte            `json:"-"`
-	// stored is a replayed answer's headers as its key holds them, which
-	// WriteHeaders reads without a map in between.
-	stored []byte
 }
 
 // Run is one attempt to drive a key. Steps read the key (its request, its

@@ -41,22 +41,18 @@ func TestStoredHeadersAreWrittenAsEncodingJSONReadsThem(t *testing.T) {
 		require.Equal(t, written(h), headersOf(&Response{Headers: h}), "a fresh answer's")
 	}
 
-	// What a jsonb column gives back is read without encoding/json.
+	// What a jsonb column gives back reads the same.
 	jsonb := []byte(`{"Location": "/payments/1", "Content-Type": "application/json"}`)
 	got, err := replay(&keyState{ResponseCode: 201, ResponseHeaders: jsonb})
 	require.NoError(t, err)
-	require.NotNil(t, got.Response.stored)
 	require.Equal(t, http.Header{"Location": {"/payments/1"}, "Content-Type": {"application/json"}}, headersOf(got.Response))
 
-	for _, bad := range []string{`{"a":1}`, `{"a":"b",}`, `{"a":"b"}x`, `{"a" : "b"}`, `{"a":  "b"}`, `{"a"}`, `[]`, `{`} {
-		require.False(t, eachStoredHeader([]byte(bad), func(_, _, _, _ int) {}), bad)
-	}
 	_, err = replay(&keyState{ResponseCode: 201, ResponseHeaders: []byte(`{"a":1}`)})
 	require.Error(t, err, "stored headers that are not strings")
 }
 
 // TestAReplayedResponseIsStoredWithItsHeaders: a replayed answer stored
-// again keeps its headers, though it holds them as stored, not in Headers.
+// again keeps its headers.
 func TestAReplayedResponseIsStoredWithItsHeaders(t *testing.T) {
 	t.Parallel()
 	jsonb := []byte(`{"Location": "/payments/1", "Content-Type": "application/json"}`)
