@@ -16,8 +16,14 @@ const (
 	// are judged at.
 	TargetConns = 32
 	// BareRatio is the least share of the bare service's throughput the
-	// service must reach, fresh payments and replays alike.
+	// service's fresh payments must reach.
 	BareRatio = 0.90
+	// ReplayRatio is the least share for replays. A replay is one indexed
+	// read, so the service's plain request path (a logger per request,
+	// context values, Prometheus series resolved per request) weighs on
+	// it most: issue 27 set it below BareRatio rather than keep tricks on
+	// the path every fork copies.
+	ReplayRatio = 0.85
 	// BareP99 is the most the service's p99 may be, as a multiple of the
 	// bare service's.
 	BareP99 = 1.2
@@ -59,15 +65,16 @@ func Evaluate(r *Results) []Target {
 	for _, kind := range []struct {
 		name, unit string
 		svc, bare  Load
-	}{{"fresh payments", "payments/s", p.Fresh, p.BareFresh}, {"replays", "requests/s", p.Replay, p.BareReplay}} {
-		share := Target{Name: fmt.Sprintf("%s ≥ %.0f%% of the bare service's throughput", kind.name, BareRatio*100) + at}
+		ratio      float64
+	}{{"fresh payments", "payments/s", p.Fresh, p.BareFresh, BareRatio}, {"replays", "requests/s", p.Replay, p.BareReplay, ReplayRatio}} {
+		share := Target{Name: fmt.Sprintf("%s ≥ %.0f%% of the bare service's throughput", kind.name, kind.ratio*100) + at}
 		p99 := Target{Name: fmt.Sprintf("%s p99 ≤ %.1f× the bare service's", kind.name, BareP99) + at}
 		if !ok {
 			share.Measured = fmt.Sprintf("not measured (no run at %d connections)", TargetConns)
 			p99.Measured = share.Measured
 		} else {
-			share.Measured, share.Met = shareOf(kind.svc, kind.bare, kind.unit, BareRatio)
-			share.Measured += pairRuns(kind.svc, kind.bare) + pairInterval(kind.svc, kind.bare, BareRatio)
+			share.Measured, share.Met = shareOf(kind.svc, kind.bare, kind.unit, kind.ratio)
+			share.Measured += pairRuns(kind.svc, kind.bare) + pairInterval(kind.svc, kind.bare, kind.ratio)
 			p99.Measured, p99.Met = p99Of(kind.svc, kind.bare, BareP99)
 		}
 		targets = append(targets, share, p99)

@@ -81,7 +81,7 @@ func TestEvaluateMet(t *testing.T) {
 	}
 	require.Equal(t, "95% (380 of 400 payments/s)", find(t, r, "fresh payments ≥ 90%").Measured)
 	require.Equal(t, "1.10× (110.0 ms against 100.0 ms)", find(t, r, "fresh payments p99").Measured)
-	require.Equal(t, "95% (3800 of 4000 requests/s)", find(t, r, "replays ≥ 90%").Measured)
+	require.Equal(t, "95% (3800 of 4000 requests/s)", find(t, r, "replays ≥ 85%").Measured)
 	require.Contains(t, find(t, r, "slow processor", "250ms", "64 payments in flight", "95%").Measured, "99%")
 	require.Equal(t, "2.10 (from the WAL); 2.00 of them phase commits; the bare service: 2.00",
 		find(t, r, "writing transactions", "at 1 connection").Measured)
@@ -100,7 +100,7 @@ func TestEvaluateNotMet(t *testing.T) {
 
 	require.False(t, find(t, r, "fresh payments ≥ 90%").Met)
 	require.False(t, find(t, r, "fresh payments p99").Met)
-	require.False(t, find(t, r, "replays ≥ 90%").Met)
+	require.False(t, find(t, r, "replays ≥ 85%").Met)
 	require.True(t, find(t, r, "replays p99").Met)
 	require.False(t, find(t, r, "slow processor").Met)
 	require.False(t, find(t, r, "writing transactions", "at 1 connection").Met)
@@ -131,14 +131,14 @@ func TestShareNearTheTargetReadsToATenth(t *testing.T) {
 		measured string
 		met      bool
 	}{
-		{3598.4, "89.9% (3598 of 4000 requests/s)", false},
-		{3584, "89.6% (3584 of 4000 requests/s)", false},
-		{3600, "90.0% (3600 of 4000 requests/s)", true},
-		{3622, "90.5% (3622 of 4000 requests/s)", true},
-		{3500, "88% (3500 of 4000 requests/s)", false},
+		{3398.4, "84.9% (3398 of 4000 requests/s)", false},
+		{3384, "84.6% (3384 of 4000 requests/s)", false},
+		{3400, "85.0% (3400 of 4000 requests/s)", true},
+		{3422, "85.5% (3422 of 4000 requests/s)", true},
+		{3300, "82% (3300 of 4000 requests/s)", false},
 	} {
 		p.Replay = load(c.replays, 10)
-		target := find(t, r, "replays ≥ 90%")
+		target := find(t, r, "replays ≥ 85%")
 		require.Equal(t, c.measured, target.Measured)
 		require.Equal(t, c.met, target.Met, c.measured)
 	}
@@ -161,8 +161,8 @@ func TestJudgedPairsShowTheirRuns(t *testing.T) {
 		"; the pairs' shares 90%, 100%, 95% and 95%, 95% interval 89–101%, which holds 90%: this run cannot tell met from not met",
 		find(t, r, "fresh payments ≥ 90% of the bare").Measured)
 	require.Equal(t, "95% (3800 of 4000 requests/s); runs (ABBA): service 3700 and 3900, bare 4100 and 3900"+
-		"; the pairs' shares 90% and 100%, 95% interval 33–157%, which holds 90%: this run cannot tell met from not met",
-		find(t, r, "replays ≥ 90% of the bare").Measured)
+		"; the pairs' shares 90% and 100%, 95% interval 33–157%, which holds 85%: this run cannot tell met from not met",
+		find(t, r, "replays ≥ 85% of the bare").Measured)
 	require.Equal(t, "95% (361 of 380 payments/s)", find(t, r, "fresh payments with", "keys filled").Measured)
 	// The report tells the runs the results hold (these, as a run saved
 	// when JudgedRuns was 4), not the runs JudgedRuns would make now.

