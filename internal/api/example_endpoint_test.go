@@ -12,19 +12,25 @@ import (
 	"github.com/paymentsd/paymentsd/internal/problem"
 )
 
-// Example_endpoint is the recipe for a new idempotent endpoint, compiled and
-// run by CI so docs/adding-an-endpoint.md cannot drift from the code: a flow
-// of steps in order, and an Endpoint that names its route, its flow and its
+// Example_endpoint is the recipe for a new idempotent endpoint in
+// miniature, compiled by CI so that it keeps to the engine's API: a flow of
+// steps in order, and an Endpoint that names its route, its flow and its
 // decoder. A real one (internal/phases/refunds, mounted in internal/app)
-// adds its queries and a foreign call through package stripeonce.
+// writes rows with its queries, and makes its foreign call through package
+// stripeonce.
 func Example_endpoint() {
 	type giftCard struct {
 		Amount int64  `json:"amount"`
 		Code   string `json:"code,omitempty"`
 	}
-	// The flow's steps in the order they run, each named by the recovery
-	// point it leaves; *giftCard is what they hand each other.
-	flow := phases.Flow[giftCard]{Name: "gift_card", Steps: []phases.Step[giftCard]{
+	// The flow's steps in the order they run, each named for the recovery
+	// point the key stands at when it runs; a giftCard is what they hand
+	// each other, and Load rebuilds it for a run that resumes the key.
+	load := func(ctx context.Context, tx db.Tx, run *phases.Run) (giftCard, error) {
+		var card giftCard
+		return card, json.Unmarshal(run.Key.RequestParams, &card)
+	}
+	flow := phases.Flow[giftCard]{Name: "gift_card", Load: load, Steps: []phases.Step[giftCard]{
 		// Local: work in the phase transaction; the engine fuses it with
 		// the reservation and records where the key stands, fenced by the
 		// lease.
@@ -35,12 +41,16 @@ func Example_endpoint() {
 		// typed, is recorded in the next transaction.
 		phases.Foreign("card_requested",
 			func(ctx context.Context, run *phases.Run, card *giftCard) (string, error) {
-				return "gc_123", nil // the remote call, under an intent-derived key
+				// The remote call. An error is an unknown outcome: a later
+				// run calls again, so the remote side must deduplicate by
+				// a key derived from the client's intent (package intent).
+				return "gc_123", nil
 			},
 			func(ctx context.Context, tx db.Tx, run *phases.Run, card *giftCard, code string) (phases.Transition, error) {
 				card.Code = code
 				body, err := json.Marshal(card)
-				return phases.FinishWith(&phases.Response{Status: http.StatusCreated, Body: body}), err
+				return phases.FinishWith(&phases.Response{Status: http.StatusCreated,
+					Headers: map[string]string{"Content-Type": "application/json"}, Body: body}), err
 			}),
 	}}
 	endpoint := api.Endpoint{

@@ -6,7 +6,7 @@
 //
 // The engine knows nothing about payments. A Flow is a stable name (stored
 // on every key it drives) and its steps in the order they run, each named by
-// the recovery point it leaves and built with Local (work in the phase
+// the recovery point the key stands at when it runs, and built with Local (work in the phase
 // transaction) or Foreign (one foreign call with no transaction open, its
 // typed result recorded in the next one). What the steps of one run hand
 // each other is the flow's own state type, which Load rebuilds for a run

@@ -24,7 +24,8 @@ const (
 
 // Flow is one kind of idempotent request: a stable name, stored on every
 // key it drives (so renaming a route strands nothing), and its steps in the
-// order they run, the first at Started.
+// order they run, each named for the recovery point the key stands at when
+// it runs, the first at Started.
 //
 // S is what the steps of one run hand each other (the row a step wrote,
 // say). A run that creates its key starts with S's zero value; a run that
@@ -50,8 +51,8 @@ type AnyFlow interface {
 // FlowName is the flow's Name.
 func (f Flow[S]) FlowName() string { return f.Name }
 
-// Step is one atomic phase of a Flow[S], leaving the recovery point it is
-// named for. Build it with Local or Foreign.
+// Step is one atomic phase of a Flow[S], named for the recovery point the
+// key stands at when it runs. Build it with Local or Foreign.
 type Step[S any] struct {
 	at    RecoveryPoint
 	local func(ctx context.Context, tx db.Tx, run *Run, s *S) (Transition, error)
@@ -91,7 +92,7 @@ func Foreign[S, T any](at RecoveryPoint,
 
 // validate refuses a flow the engine could not drive.
 func (f Flow[S]) validate() error {
-	if !validName.MatchString(f.Name) {
+	if !validFlowName.MatchString(f.Name) {
 		return fmt.Errorf("flow name %q is not a lowercase identifier", f.Name)
 	}
 	if len(f.Steps) == 0 || f.Steps[0].at != Started {
@@ -102,7 +103,7 @@ func (f Flow[S]) validate() error {
 		switch {
 		case step.at == Finished:
 			return fmt.Errorf("flow %q has a step at %q", f.Name, Finished)
-		case !validName.MatchString(string(step.at)):
+		case !validPoint.MatchString(string(step.at)):
 			return fmt.Errorf("flow %q: recovery point %q is not a lowercase identifier", f.Name, step.at)
 		case seen[step.at]:
 			return fmt.Errorf("flow %q has two steps at %q", f.Name, step.at)
@@ -124,8 +125,13 @@ func (f Flow[S]) stepAt(point RecoveryPoint) (int, error) {
 	return 0, fmt.Errorf("flow %q has no step at recovery point %q", f.Name, point)
 }
 
-// validName is what the database accepts for flow names and recovery points.
-var validName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+// validFlowName and validPoint are what the database accepts for flow
+// names (idempotency_keys_flow_check) and recovery points (its
+// recovery_point check: no digits).
+var (
+	validFlowName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+	validPoint    = regexp.MustCompile(`^[a-z][a-z_]{0,62}$`)
+)
 
 // Transition is what a step decides: go on to the flow's next step, or
 // finish with a response that is stored for replays.
