@@ -144,7 +144,9 @@
 // Inject queues faults that the next create requests take one each (FIFO);
 // SetChaos draws faults at random for every create. Creates of PaymentIntents
 // and of refunds draw from the same queue and the same chaos, in the order
-// they arrive; retrieves, lists and searches never take a fault. Only create
+// they arrive, except that a fault given an Op (Fault.Op, "op" on the admin
+// endpoint: create_payment_intent or create_refund) waits for a create of
+// that kind; retrieves, lists and searches never take a fault. Only create
 // requests that reach execution take a fault: idempotent replays,
 // idempotency errors, keys in use and requests failing validation do not
 // (refusals such as an over-refund are executed, so they do). The kinds (see
@@ -159,8 +161,8 @@
 //
 // For the standalone process, unauthenticated endpoints under /_fake/ expose
 // the same controls: GET /_fake/stats, GET /_fake/payment_intents,
-// POST /_fake/faults (inject faults by kind name, set chaos probabilities,
-// latencies and search_lag_ms) and POST /_fake/release (see admin.go);
+// POST /_fake/faults (inject faults by kind name, optionally for one op,
+// set chaos probabilities, latencies and search_lag_ms) and POST /_fake/release (see admin.go);
 // GET /_fake/refunds, POST /_fake/refunds/{id}/status
 // ({"status":"succeeded"|"failed","failure_reason":...}) and
 // POST /_fake/payment_intents/{id}/refund_outcome (a RefundOutcome; see

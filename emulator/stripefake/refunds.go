@@ -128,9 +128,10 @@ func (r storedRefund) snapshot() Refund {
 }
 
 // handleRefundCreate answers POST /v1/refunds, with the idempotency and the
-// faults of PaymentIntent creates (see serveCreate).
+// faults of PaymentIntent creates (see serveWrite).
 func (s *Server) handleRefundCreate(w http.ResponseWriter, r *http.Request, apiKey string) {
-	s.serveCreate(w, r, apiKey, createEndpoint{
+	s.serveWrite(w, r, apiKey, writeEndpoint{
+		op:    OpCreateRefund,
 		path:  "/v1/refunds",
 		count: func(st *Stats) { st.RefundCreateRequests++ },
 		parse: func(form url.Values) (executor, *errorObject) {
