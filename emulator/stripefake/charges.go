@@ -35,7 +35,7 @@ type chargeJSON struct {
 // chargeWire renders the latest charge of pi, or nil if it has none. Its
 // amount_refunded counts succeeded and pending refunds, as Stripe's does;
 // refunded is true once all of it is refunded; disputed says whether it
-// has a dispute.
+// has a dispute. An authorization not captured yet is captured false.
 func (pi PaymentIntent) chargeWire(disputed bool) *chargeJSON {
 	if pi.LatestCharge == "" {
 		return nil
@@ -70,7 +70,8 @@ func (pi PaymentIntent) chargeWire(disputed bool) *chargeJSON {
 		c.Status = "pending"
 		return c
 	}
-	c.Captured, c.Paid = true, true
+	c.Paid = true
+	c.Captured = pi.Status == StatusSucceeded
 	c.Refunded = pi.AmountRefunded > 0 && pi.AmountRefunded >= pi.AmountReceived
 	return c
 }

@@ -17,8 +17,9 @@ import (
 // Every answer the emulator gives, through stripe-go and raw, and every
 // event it sends conforms to Stripe's OpenAPI spec, nested objects (an
 // expanded latest_charge, last_payment_error's payment_method, the
-// PaymentIntent in a decline's error) included: required fields present,
-// types and enums right, null only where the spec allows it.
+// PaymentIntent in a decline's error) included, PaymentIntents in every
+// status (requires_capture included): required fields present, types and
+// enums right, null only where the spec allows it.
 func TestConformsToStripeSpec(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t, hookSecret, nil)
@@ -52,6 +53,7 @@ func TestConformsToStripeSpec(t *testing.T) {
 	_, err = e.fake.SetPaymentIntentStatus(failing.ID, stripefake.StatusRequiresPaymentMethod, "lost_card")
 	require.NoError(t, err)
 	processing(t, e, "still")
+	authorized(t, e, "held")
 
 	for _, pi := range e.fake.PaymentIntents() {
 		_, err = e.sc.PaymentIntents.Get(pi.ID, nil)
@@ -174,7 +176,8 @@ func TestConformsToStripeSpec(t *testing.T) {
 	}
 	for _, typ := range []string{
 		"payment_intent.created", "payment_intent.succeeded", "payment_intent.payment_failed",
-		"payment_intent.processing", "refund.created", "refund.updated", "charge.dispute.created",
+		"payment_intent.processing", "payment_intent.amount_capturable_updated",
+		"refund.created", "refund.updated", "charge.dispute.created",
 	} {
 		require.True(t, types[typ], "a %s event was checked", typ)
 	}

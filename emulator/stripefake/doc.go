@@ -25,6 +25,12 @@
 //     in last_payment_error, sending payment_intent.succeeded or
 //     payment_intent.payment_failed. Retrieve and list show the status at
 //     once, search after its lag.
+//   - Authorize now, capture later: capture_method=manual (on create;
+//     automatic and automatic_async, the default, capture at once, and
+//     every PaymentIntent shows its capture_method) confirms to
+//     requires_capture: amount_capturable the amount, nothing received,
+//     the charge captured false, and the event
+//     payment_intent.amount_capturable_updated.
 //   - Parameters: a create (PaymentIntent or refund) with a parameter
 //     Stripe's API (version 2024-06-20) does not know for it is a 400
 //     invalid_request_error, code parameter_unknown, param naming it,
@@ -131,8 +137,9 @@
 // asynchronously, retried with backoff until answered 2xx:
 // payment_intent.created, payment_intent.processing,
 // payment_intent.succeeded, payment_intent.payment_failed (also when a
-// processing PaymentIntent settles), refund.created, refund.updated and
-// charge.dispute.created (OpenDispute). A refund.updated carries
+// processing PaymentIntent settles),
+// payment_intent.amount_capturable_updated (authorized, manual capture),
+// refund.created, refund.updated and charge.dispute.created (OpenDispute). A refund.updated carries
 // data.previous_attributes, Stripe's record of what changed: each attribute
 // whose value changed, with its value before (e.g. {"status":"pending"}),
 // null for one the object did not show before. Chaos adds Stripe's delivery

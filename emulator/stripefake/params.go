@@ -35,6 +35,7 @@ type createParams struct {
 	amount        int64
 	currency      string
 	paymentMethod string
+	captureMethod string // automatic_async (when not given), automatic or manual
 	confirm       bool
 	description   string
 	metadata      map[string]string
@@ -76,6 +77,15 @@ func parseCreateParams(form url.Values) (createParams, *errorObject) {
 	}
 
 	p.paymentMethod, _ = single(form, "payment_method")
+	switch m, _ := single(form, "capture_method"); m {
+	case "":
+		p.captureMethod = captureAutomaticAsync
+	case captureAutomatic, captureAutomaticAsync, captureManual:
+		p.captureMethod = m
+	default:
+		return p, invalidParam("capture_method", "",
+			"Invalid capture_method: must be one of automatic, automatic_async, or manual")
+	}
 	p.expandCharge = expands(form, "latest_charge")
 	p.description, _ = single(form, "description")
 	if p.confirm, ok = boolParam(form, "confirm"); !ok {

@@ -20,6 +20,20 @@ const (
 	// shows asynchronous payment methods. Only pm_card_processing stays
 	// here, until SetPaymentIntentStatus moves it on.
 	StatusProcessing = "processing"
+	// StatusRequiresCapture: confirmed with capture_method=manual and
+	// authorized: AmountCapturable is held on the card, nothing received.
+	StatusRequiresCapture = "requires_capture"
+)
+
+// Capture methods: when the funds of a confirmed PaymentIntent are taken.
+const (
+	// captureAutomaticAsync is Stripe's default since API version
+	// 2024-04-10: captured at once, the balance transaction made later.
+	captureAutomaticAsync = "automatic_async"
+	// captureAutomatic: captured at once.
+	captureAutomatic = "automatic"
+	// captureManual: only authorized; a capture takes the funds.
+	captureManual = "manual"
 )
 
 // PaymentIntent is a snapshot of one emulated PaymentIntent.
@@ -28,8 +42,16 @@ type PaymentIntent struct {
 	ID string `json:"id"`
 	// Amount is in the currency's smallest unit.
 	Amount int64 `json:"amount"`
-	// AmountReceived equals Amount once the PaymentIntent succeeded.
+	// AmountReceived is what was captured: Amount once a PaymentIntent
+	// with automatic capture succeeded, the amount captured (Amount or
+	// less) once a manual one was.
 	AmountReceived int64 `json:"amount_received"`
+	// AmountCapturable is what an authorization holds: Amount while the
+	// PaymentIntent is requires_capture, zero otherwise.
+	AmountCapturable int64 `json:"amount_capturable"`
+	// CaptureMethod is "automatic_async" (Stripe's default), "automatic"
+	// or "manual", as given at creation.
+	CaptureMethod string `json:"capture_method"`
 	// Currency is the lowercase ISO code.
 	Currency string `json:"currency"`
 	// Status is one of the Status* constants.
@@ -172,8 +194,9 @@ func (pi PaymentIntent) wire() *paymentIntentJSON {
 		ID:                 pi.ID,
 		Object:             "payment_intent",
 		Amount:             pi.Amount,
+		AmountCapturable:   pi.AmountCapturable,
 		AmountReceived:     pi.AmountReceived,
-		CaptureMethod:      "automatic_async",
+		CaptureMethod:      pi.CaptureMethod,
 		ClientSecret:       pi.ClientSecret,
 		ConfirmationMethod: "automatic",
 		Created:            pi.Created.Unix(),
@@ -184,6 +207,9 @@ func (pi PaymentIntent) wire() *paymentIntentJSON {
 		PaymentMethod:      optional(pi.PaymentMethod),
 		PaymentMethodTypes: []string{"card"},
 		Status:             pi.Status,
+	}
+	if j.CaptureMethod == "" {
+		j.CaptureMethod = captureAutomaticAsync
 	}
 	if pi.DeclineCode != "" {
 		card := testCards[pi.PaymentMethod]
@@ -239,6 +265,7 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 	pi := PaymentIntent{
 		ID:             id,
 		Amount:         p.amount,
+		CaptureMethod:  p.captureMethod,
 		Currency:       p.currency,
 		PaymentMethod:  p.paymentMethod,
 		Description:    p.description,
@@ -253,6 +280,11 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 		pi.Status = StatusRequiresConfirmation
 	case card.processing:
 		pi.Status = StatusProcessing
+		pi.LatestCharge = "ch_" + randomID(24)
+	case card.declineCode == "" && p.captureMethod == captureManual:
+		// Authorized only: the amount is held until captured.
+		pi.Status = StatusRequiresCapture
+		pi.AmountCapturable = p.amount
 		pi.LatestCharge = "ch_" + randomID(24)
 	case card.declineCode == "":
 		pi.Status = StatusSucceeded
@@ -275,6 +307,9 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 		s.byCharge[pi.LatestCharge] = len(s.intents)
 	}
 	s.intents = append(s.intents, storedIntent{PaymentIntent: pi, createdAt: now})
+	if pi.Status == StatusRequiresCapture {
+		s.stats.Authorizations++
+	}
 	s.stats.PaymentIntentsCreated++
 	if pi.DeclineCode != "" {
 		s.stats.Declines++

@@ -57,6 +57,10 @@ type Stats struct {
 	// Retrieves counts PaymentIntent retrieve requests, including 404s.
 	Retrieves int64 `json:"retrieves"`
 
+	// Manual capture.
+	// Authorizations counts PaymentIntents that became requires_capture.
+	Authorizations int64 `json:"authorizations"`
+
 	// RefundCreateRequests counts authenticated POST /v1/refunds requests,
 	// replays included. They draw faults like PaymentIntent creates, and
 	// those count in the fault counters above.
