@@ -24,9 +24,9 @@ type AdminFault struct {
 	// LatencyMS is Fault.Latency in milliseconds; required (positive) for
 	// "outlive_client".
 	LatencyMS int64 `json:"latency_ms,omitempty"`
-	// Op is Fault.Op: "create_payment_intent" or "create_refund" keeps the
-	// fault for the next write of that kind; absent or empty, the next
-	// write takes it.
+	// Op is Fault.Op: "create_payment_intent", "capture_payment_intent",
+	// "cancel_payment_intent" or "create_refund" keeps the fault for the
+	// next write of that kind; absent or empty, the next write takes it.
 	Op Op `json:"op,omitempty"`
 }
 

@@ -15,12 +15,14 @@ type outcome struct {
 }
 
 // writeEndpoint is one kind of request that executes (a write): POST
-// /v1/payment_intents or POST /v1/refunds. serveWrite gives them all the
-// same idempotency and faults.
+// /v1/payment_intents, POST /v1/payment_intents/{id}/capture and /cancel,
+// POST /v1/refunds. serveWrite gives them all the same idempotency and
+// faults.
 type writeEndpoint struct {
 	// op names the request for the faults that target it (Fault.Op).
 	op Op
-	// path is the request's path, to which idempotency keys are bound.
+	// path is the request's path, to which idempotency keys are bound: a
+	// key first used to capture one PaymentIntent is refused for another.
 	path string
 	// count counts the request in the stats (under the lock).
 	count func(*Stats)
@@ -52,16 +54,17 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, apiKey str
 	})
 }
 
-// serveWrite answers a write request of endpoint ep.
+// serveWrite answers a write request (a create, a capture, a cancel) of
+// endpoint ep.
 //
 // Order of business, as in Stripe: parse the form; with an Idempotency-Key,
 // replay / reject / claim the key; validate (failures are not saved); take a
 // fault; execute; save the result under the key; answer.
 //
 // Execution runs in its own goroutine, detached from the request: once it
-// started (after any hang) it executes (creates) and saves whatever the
-// client does, as Stripe does. If the client leaves first the handler returns at once
-// and the execution finishes on its own.
+// started (after any hang) it executes (creates, captures, cancels) and
+// saves whatever the client does, as Stripe does. If the client leaves
+// first the handler returns at once and the execution finishes on its own.
 func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, apiKey string, ep writeEndpoint) {
 	s.bump(ep.count)
 	reqID := w.Header().Get("Request-Id")

@@ -18,12 +18,16 @@ type Op string
 const (
 	// OpCreatePaymentIntent is POST /v1/payment_intents.
 	OpCreatePaymentIntent Op = "create_payment_intent"
+	// OpCapturePaymentIntent is POST /v1/payment_intents/{id}/capture.
+	OpCapturePaymentIntent Op = "capture_payment_intent"
+	// OpCancelPaymentIntent is POST /v1/payment_intents/{id}/cancel.
+	OpCancelPaymentIntent Op = "cancel_payment_intent"
 	// OpCreateRefund is POST /v1/refunds.
 	OpCreateRefund Op = "create_refund"
 )
 
 // ops lists the writes, for parsing and checks.
-var ops = []Op{OpCreatePaymentIntent, OpCreateRefund}
+var ops = []Op{OpCreatePaymentIntent, OpCapturePaymentIntent, OpCancelPaymentIntent, OpCreateRefund}
 
 // validOp checks an Op; empty (any write) is valid.
 func validOp(op Op) error {
@@ -38,10 +42,12 @@ func validOp(op Op) error {
 }
 
 // FaultKind selects what a Fault does to a write: creating a PaymentIntent
-// or a refund. "Executes" below means the write takes place as it would
-// without a fault: the PaymentIntent or the refund (whose amount is then
-// taken from what remains refundable) is created, or the request refused
-// as it would be (an over-refund).
+// or a refund, capturing or canceling a PaymentIntent. "Executes" below
+// means the write takes place as it would without a fault: the
+// PaymentIntent or the refund (whose amount is then taken from what remains
+// refundable) is created, the PaymentIntent captured or canceled, or the
+// request refused as it would be (a capture of a PaymentIntent that is not
+// requires_capture).
 type FaultKind int
 
 const (
@@ -50,9 +56,9 @@ const (
 	// idempotency key stays in use (409 to concurrent requests with the same
 	// key) until the result is saved, and the write executes.
 	FaultLatency FaultKind = iota
-	// Fault500 answers 500 api_error without executing: nothing is created.
-	// The 500 is saved under the idempotency key, so a retry with the same
-	// key replays it (Idempotent-Replayed: true).
+	// Fault500 answers 500 api_error without executing: nothing is created,
+	// captured or canceled. The 500 is saved under the idempotency key, so a
+	// retry with the same key replays it (Idempotent-Replayed: true).
 	Fault500
 	// FaultLostAnswer executes the write and saves the idempotent
 	// result, then drops the connection: the client gets a network error and
@@ -71,10 +77,11 @@ const (
 	// Fault500Charged is the indeterminate 500 Stripe documents: the
 	// request executes as it would without the fault (a PaymentIntent is
 	// created and confirmed, a decline included; a refund is made, or
+	// refused; a PaymentIntent captured or canceled, or the request
 	// refused), but the answer is a 500 api_error, identical to Fault500's.
 	// That 500 is what is saved under the idempotency key, so a retry with
 	// the same key replays the 500, never the object. For a refund it is
-	// the "500 that did refund".
+	// the "500 that did refund", for a capture the "500 that did capture".
 	Fault500Charged
 	// FaultIdempotencyError answers 400 idempotency_error, as for a key
 	// reused with other parameters, without executing: nothing is changed
@@ -150,7 +157,7 @@ type Fault struct {
 	// Kind is what happens; the zero value is FaultLatency.
 	Kind FaultKind
 	// Op, when set, keeps the fault for the next write of that kind
-	// (OpCreateRefund: the next refund create): writes of other kinds
+	// (OpCapturePaymentIntent: the next capture): writes of other kinds
 	// pass it by and take the fault queued after it, if any is theirs.
 	// Empty: the next write of any kind takes it.
 	Op Op
@@ -162,10 +169,11 @@ type Fault struct {
 }
 
 // Chaos configures random faults for every write (creating a PaymentIntent
-// or a refund) that reaches execution and is not served from the injected
-// queue, and the lag of search. All writes take draws from the same seeded
-// source, so a seeded run replays the same faults only for the same
-// sequence of writes of all kinds. The zero value turns chaos off.
+// or a refund, capturing or canceling a PaymentIntent) that reaches
+// execution and is not served from the injected queue, and the lag of
+// search. All writes take draws from the same seeded source, so a seeded
+// run replays the same faults only for the same sequence of writes of all
+// kinds. The zero value turns chaos off.
 type Chaos struct {
 	// P500 is the probability of a Fault500.
 	P500 float64
@@ -229,7 +237,8 @@ type plan struct {
 // Inject queues faults: each write that reaches execution takes the first
 // queued fault that is for any write (Fault.Op empty) or for its kind, so
 // that faults without an Op are taken in order by the next len(faults)
-// writes, whether they create a PaymentIntent or a refund. Injected faults take precedence over chaos. It
+// writes, whether they create a PaymentIntent or a refund or capture or
+// cancel a PaymentIntent. Injected faults take precedence over chaos. It
 // panics on an Op the emulator does not know.
 func (s *Server) Inject(faults ...Fault) {
 	for _, f := range faults {

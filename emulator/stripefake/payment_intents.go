@@ -21,8 +21,11 @@ const (
 	// here, until SetPaymentIntentStatus moves it on.
 	StatusProcessing = "processing"
 	// StatusRequiresCapture: confirmed with capture_method=manual and
-	// authorized: AmountCapturable is held on the card, nothing received.
+	// authorized: AmountCapturable is held on the card until a capture
+	// (then StatusSucceeded) or a cancel (StatusCanceled).
 	StatusRequiresCapture = "requires_capture"
+	// StatusCanceled: canceled by POST /v1/payment_intents/{id}/cancel.
+	StatusCanceled = "canceled"
 )
 
 // Capture methods: when the funds of a confirmed PaymentIntent are taken.
@@ -32,7 +35,8 @@ const (
 	captureAutomaticAsync = "automatic_async"
 	// captureAutomatic: captured at once.
 	captureAutomatic = "automatic"
-	// captureManual: only authorized; a capture takes the funds.
+	// captureManual: only authorized; POST /v1/payment_intents/{id}/capture
+	// takes the funds.
 	captureManual = "manual"
 )
 
@@ -75,6 +79,12 @@ type PaymentIntent struct {
 	AmountRefunded int64 `json:"amount_refunded"`
 	// ClientSecret is Stripe's client secret.
 	ClientSecret string `json:"client_secret"`
+	// CanceledAt is when it was canceled, truncated to seconds; zero unless
+	// canceled.
+	CanceledAt time.Time `json:"canceled_at,omitzero"`
+	// CancellationReason is the reason given to cancel it (abandoned,
+	// duplicate, fraudulent, requested_by_customer), empty if none.
+	CancellationReason string `json:"cancellation_reason,omitempty"`
 	// DeclineCode is set when the confirmation was declined, or a
 	// processing PaymentIntent failed (SetPaymentIntentStatus).
 	DeclineCode string `json:"decline_code,omitempty"`
@@ -131,6 +141,8 @@ type paymentIntentJSON struct {
 	Amount             int64             `json:"amount"`
 	AmountCapturable   int64             `json:"amount_capturable"`
 	AmountReceived     int64             `json:"amount_received"`
+	CanceledAt         *int64            `json:"canceled_at"`
+	CancellationReason *string           `json:"cancellation_reason"`
 	CaptureMethod      string            `json:"capture_method"`
 	ClientSecret       string            `json:"client_secret"`
 	ConfirmationMethod string            `json:"confirmation_method"`
@@ -196,6 +208,7 @@ func (pi PaymentIntent) wire() *paymentIntentJSON {
 		Amount:             pi.Amount,
 		AmountCapturable:   pi.AmountCapturable,
 		AmountReceived:     pi.AmountReceived,
+		CancellationReason: optional(pi.CancellationReason),
 		CaptureMethod:      pi.CaptureMethod,
 		ClientSecret:       pi.ClientSecret,
 		ConfirmationMethod: "automatic",
@@ -210,6 +223,10 @@ func (pi PaymentIntent) wire() *paymentIntentJSON {
 	}
 	if j.CaptureMethod == "" {
 		j.CaptureMethod = captureAutomaticAsync
+	}
+	if !pi.CanceledAt.IsZero() {
+		at := pi.CanceledAt.Unix()
+		j.CanceledAt = &at
 	}
 	if pi.DeclineCode != "" {
 		card := testCards[pi.PaymentMethod]
@@ -342,14 +359,7 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request, _ string
 	}
 	s.mu.Unlock()
 	if !ok {
-		writeError(w, http.StatusNotFound, errorObject{
-			Type:          typeInvalidRequest,
-			Code:          "resource_missing",
-			Param:         "intent",
-			DocURL:        "https://stripe.com/docs/error-codes/resource-missing",
-			Message:       "No such payment_intent: '" + id + "'",
-			RequestLogURL: requestLogURL(w.Header().Get("Request-Id")),
-		})
+		writeError(w, http.StatusNotFound, noSuchIntent(id, w.Header().Get("Request-Id")))
 		return
 	}
 	writeJSON(w, http.StatusOK, marshalWire(rec.wireExpanded(expands(r.URL.Query(), "latest_charge"))))

@@ -245,7 +245,7 @@ func (s *Server) refundable(p refundParams) (int, *errorObject) {
 	}
 	if p.amount > remaining {
 		what := "unrefunded amount on charge"
-		if pi.AmountRefunded == 0 {
+		if pi.AmountRefunded+pi.released() == 0 {
 			what = "charge amount"
 		}
 		return -1, &errorObject{

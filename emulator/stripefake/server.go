@@ -126,6 +126,8 @@ func New(opts Options) *Server {
 	mux.HandleFunc("GET /v1/payment_intents", s.authed(s.handleList))
 	mux.HandleFunc("GET /v1/payment_intents/search", s.authed(s.handleSearch))
 	mux.HandleFunc("GET /v1/payment_intents/{id}", s.authed(s.handleRetrieve))
+	mux.HandleFunc("POST /v1/payment_intents/{id}/capture", s.authed(s.handleCapture))
+	mux.HandleFunc("POST /v1/payment_intents/{id}/cancel", s.authed(s.handleCancel))
 	mux.HandleFunc("POST /v1/refunds", s.authed(s.handleRefundCreate))
 	mux.HandleFunc("GET /v1/refunds", s.authed(s.handleRefundList))
 	mux.HandleFunc("GET /v1/refunds/{id}", s.authed(s.handleRefundRetrieve))

@@ -19,7 +19,8 @@ import (
 //     payment_intent.amount_capturable_updated with manual capture);
 //   - with capture_method=manual, a PaymentIntent authorized:
 //     payment_intent.amount_capturable_updated (after
-//     payment_intent.created);
+//     payment_intent.created); captured: payment_intent.succeeded;
+//   - a PaymentIntent canceled: payment_intent.canceled;
 //   - a refund created: refund.created (with the status its create answer
 //     shows), and refund.updated for every later change of its status
 //     (SetRefundStatus, or a refund of pm_card_refundFail failing), with
