@@ -141,13 +141,15 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, apiKey str
 }
 
 // capture executes a validated capture of the PaymentIntent id: under one
-// lock, so that a capture and a cancel never both take effect. The PaymentIntent succeeds with amount_received
+// lock, so that a capture, a cancel and the end of the authorization window
+// never both take effect. The PaymentIntent succeeds with amount_received
 // the amount captured and nothing capturable; what was not captured is
 // released (its charge shows it refunded). It sends
 // payment_intent.succeeded.
 func (s *Server) capture(id string, p captureParams, reqID, idempotencyKey string) outcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireDueLocked() // a latency may have outlasted the window
 	idx, ok := s.byID[id]
 	if !ok {
 		s.stats.InvalidRequests++
@@ -183,6 +185,7 @@ func (s *Server) capture(id string, p captureParams, reqID, idempotencyKey strin
 	pi.AmountReceived = amount
 	pi.AmountCapturable = 0
 	pi.Metadata = p.metadata.apply(pi.Metadata)
+	s.releaseLocked(pi.ID)
 	s.stats.Captures++
 	s.emitLocked("payment_intent.succeeded", pi.ID, pi.wire(), requestOf(reqID, idempotencyKey))
 	return outcome{http.StatusOK, marshalWire(rec.wireExpanded(p.expandCharge))}
@@ -195,6 +198,7 @@ func (s *Server) capture(id string, p captureParams, reqID, idempotencyKey strin
 func (s *Server) cancel(id string, p cancelParams, reqID, idempotencyKey string) outcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireDueLocked()
 	idx, ok := s.byID[id]
 	if !ok {
 		s.stats.InvalidRequests++
@@ -213,6 +217,7 @@ func (s *Server) cancel(id string, p cancelParams, reqID, idempotencyKey string)
 	pi.AmountCapturable = 0
 	pi.CanceledAt = time.Unix(s.now().Unix(), 0).UTC()
 	pi.CancellationReason = p.reason
+	s.releaseLocked(pi.ID)
 	s.stats.Cancels++
 	s.emitLocked("payment_intent.canceled", pi.ID, pi.wire(), requestOf(reqID, idempotencyKey))
 	return outcome{http.StatusOK, marshalWire(rec.wireExpanded(p.expandCharge))}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
@@ -56,7 +57,8 @@ func TestConformsToStripeSpec(t *testing.T) {
 	processing(t, e, "still")
 
 	// Manual capture: authorized and left so, captured (all of it with the
-	// charge expanded, part of it), canceled; the refusals.
+	// charge expanded, part of it), canceled by a request and by the end of
+	// the authorization window; the refusals.
 	held := authorized(t, e, "held")
 	full := authorized(t, e, "full")
 	cp := captureOf(0, "")
@@ -73,11 +75,15 @@ func TestConformsToStripeSpec(t *testing.T) {
 	kp.AddExpand("latest_charge")
 	_, err = e.sc.PaymentIntents.Cancel(canceled.ID, kp)
 	require.NoError(t, err)
+	expired := authorized(t, e, "expired")
+	got, err := e.fake.Backdate(expired.ID, 8*24*time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, stripefake.StatusCanceled, got.Status)
 	_, err = e.sc.PaymentIntents.Capture(full.ID, nil)
 	require.Error(t, err)
 	_, err = e.sc.PaymentIntents.Cancel(full.ID, nil)
 	require.Error(t, err)
-	_, err = e.sc.PaymentIntents.Capture(canceled.ID, nil)
+	_, err = e.sc.PaymentIntents.Capture(expired.ID, nil)
 	require.Error(t, err)
 	_, err = e.sc.PaymentIntents.Capture(held.ID, captureOf(99999, ""))
 	require.Error(t, err)

@@ -46,7 +46,12 @@
 //     not requires_capture, or a cancel of one that is succeeded,
 //     canceled or processing, is a 400 invalid_request_error with code
 //     payment_intent_unexpected_state, Stripe's message and the
-//     PaymentIntent in the error's payment_intent (see capture.go).
+//     PaymentIntent in the error's payment_intent. An authorization not
+//     captured within Options.AuthorizationWindow (7 days by default, like
+//     Stripe's; cmd/stripefake --authorization-window) of its creation is
+//     canceled by the emulator, cancellation_reason automatic, with
+//     payment_intent.canceled; the window follows the server's clock, so
+//     Advance runs it out (see capture.go and authorizations.go).
 //   - Parameters: a write (a create of a PaymentIntent or a refund, a capture,
 //     a cancel) with a parameter Stripe's API (version 2024-06-20) does not
 //     know for it is a 400 invalid_request_error, code parameter_unknown, param
@@ -104,11 +109,11 @@
 //   - GET /v1/refunds/{id}, and GET /v1/refunds filtered by payment_intent,
 //     charge and created, paged like the PaymentIntent list; both strongly
 //     consistent.
-//   - Time: the server's clock is Options.Now (time.Now by default) plus
-//     what Server.Advance added; creation times, events, search lag and
-//     idempotency expiry all go by it, so a test moves "five minutes later"
-//     with Advance instead of sleeping. Server.Backdate moves one
-//     PaymentIntent's creation earlier: list's created filters and order,
+//   - Time: the server's clock is Options.Now (time.Now by default) plus what
+//     Server.Advance added; creation times, events, search lag, idempotency
+//     expiry and the authorization window all go by it, so a test moves "five
+//     minutes later" with Advance instead of sleeping. Server.Backdate moves
+//     one PaymentIntent's creation earlier: list's created filters and order,
 //     its charge and its search lag follow (see clock.go).
 //   - Idempotency: results of POST requests carrying an Idempotency-Key are
 //     saved per (API key, idempotency key) together with a hash of the
@@ -154,8 +159,8 @@
 // multicapture, overcapture or incremental authorization, a capture below
 // the currency's minimum charge is not refused, the release of what was
 // not captured is no refund object (only the charge's amount_refunded
-// counts it, and no charge.* event is sent), and an authorization never
-// expires.
+// counts it, and no charge.* event is sent), and an authorization is
+// canceled after the same window whatever the card brand.
 //
 // # Webhooks
 //
@@ -166,12 +171,13 @@
 // payment_intent.processing, payment_intent.succeeded (also on capture),
 // payment_intent.payment_failed (also when a processing PaymentIntent settles),
 // payment_intent.amount_capturable_updated (authorized, manual capture),
-// payment_intent.canceled, refund.created, refund.updated and
-// charge.dispute.created (OpenDispute). A refund.updated carries
-// data.previous_attributes, Stripe's record of what changed: each attribute
-// whose value changed, with its value before (e.g. {"status":"pending"}), null
-// for one the object did not show before. Chaos adds Stripe's delivery faults:
-// delayed, duplicated, reordered, and a first attempt lost. See webhooks.go.
+// payment_intent.canceled (a cancel, or an authorization not captured in time),
+// refund.created, refund.updated and charge.dispute.created (OpenDispute). A
+// refund.updated carries data.previous_attributes, Stripe's record of what
+// changed: each attribute whose value changed, with its value before (e.g.
+// {"status":"pending"}), null for one the object did not show before. Chaos
+// adds Stripe's delivery faults: delayed, duplicated, reordered, and a first
+// attempt lost. See webhooks.go.
 //
 // # Faults
 //

@@ -22,9 +22,12 @@ const (
 	StatusProcessing = "processing"
 	// StatusRequiresCapture: confirmed with capture_method=manual and
 	// authorized: AmountCapturable is held on the card until a capture
-	// (then StatusSucceeded) or a cancel (StatusCanceled).
+	// (then StatusSucceeded) or a cancel (StatusCanceled), or until
+	// Options.AuthorizationWindow has passed since its creation, when the
+	// emulator cancels it (CancellationReason "automatic").
 	StatusRequiresCapture = "requires_capture"
-	// StatusCanceled: canceled by POST /v1/payment_intents/{id}/cancel.
+	// StatusCanceled: canceled by POST /v1/payment_intents/{id}/cancel, or
+	// by the emulator when an authorization was not captured in time.
 	StatusCanceled = "canceled"
 )
 
@@ -80,10 +83,12 @@ type PaymentIntent struct {
 	// ClientSecret is Stripe's client secret.
 	ClientSecret string `json:"client_secret"`
 	// CanceledAt is when it was canceled, truncated to seconds; zero unless
-	// canceled.
+	// canceled. For an authorization the emulator canceled (reason
+	// "automatic") it is when the authorization window ended.
 	CanceledAt time.Time `json:"canceled_at,omitzero"`
 	// CancellationReason is the reason given to cancel it (abandoned,
-	// duplicate, fraudulent, requested_by_customer), empty if none.
+	// duplicate, fraudulent, requested_by_customer), "automatic" for an
+	// authorization not captured in time, empty if none.
 	CancellationReason string `json:"cancellation_reason,omitempty"`
 	// DeclineCode is set when the confirmation was declined, or a
 	// processing PaymentIntent failed (SetPaymentIntentStatus).
@@ -325,7 +330,7 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 	}
 	s.intents = append(s.intents, storedIntent{PaymentIntent: pi, createdAt: now})
 	if pi.Status == StatusRequiresCapture {
-		s.stats.Authorizations++
+		s.holdLocked(pi.ID)
 	}
 	s.stats.PaymentIntentsCreated++
 	if pi.DeclineCode != "" {
@@ -369,6 +374,7 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request, _ string
 func (s *Server) PaymentIntents() []PaymentIntent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireDueLocked()
 	out := make([]PaymentIntent, len(s.intents))
 	for i, rec := range s.intents {
 		out[i] = rec.snapshot()

@@ -86,7 +86,7 @@ func (s *Server) SetPaymentIntentStatus(paymentIntentID, status, declineCode str
 	}
 	pi.Status = status
 	if status == StatusRequiresCapture {
-		s.stats.Authorizations++
+		s.holdLocked(pi.ID)
 	}
 	s.emitLocked(typ, pi.ID, pi.wire(), eventRequest{})
 	return pi.snapshot(), nil

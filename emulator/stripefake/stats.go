@@ -58,10 +58,10 @@ type Stats struct {
 	// Retrieves counts PaymentIntent retrieve requests, including 404s.
 	Retrieves int64 `json:"retrieves"`
 
-	// Manual capture (see capture.go). Captures and cancels draw
-	// faults like creates, and those count in the fault counters above;
-	// their refusals (a status that does not allow them, an amount above
-	// what is capturable, an unknown PaymentIntent) count in
+	// Manual capture (see capture.go and authorizations.go). Captures and
+	// cancels draw faults like creates, and those count in the fault
+	// counters above; their refusals (a status that does not allow them, an
+	// amount above what is capturable, an unknown PaymentIntent) count in
 	// InvalidRequests.
 	// Authorizations counts PaymentIntents that became requires_capture.
 	Authorizations int64 `json:"authorizations"`
@@ -75,6 +75,9 @@ type Stats struct {
 	CancelRequests int64 `json:"cancel_requests"`
 	// Cancels counts PaymentIntents canceled by a cancel request.
 	Cancels int64 `json:"cancels"`
+	// AuthorizationsExpired counts authorizations the emulator canceled at
+	// the end of their window (Options.AuthorizationWindow).
+	AuthorizationsExpired int64 `json:"authorizations_expired"`
 
 	// RefundCreateRequests counts authenticated POST /v1/refunds requests,
 	// replays included. They draw faults like PaymentIntent creates, and

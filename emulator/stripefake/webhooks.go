@@ -20,7 +20,9 @@ import (
 //   - with capture_method=manual, a PaymentIntent authorized:
 //     payment_intent.amount_capturable_updated (after
 //     payment_intent.created); captured: payment_intent.succeeded;
-//   - a PaymentIntent canceled: payment_intent.canceled;
+//   - a PaymentIntent canceled: payment_intent.canceled, by the cancel
+//     request or, for an authorization not captured in time, by the
+//     emulator (no request);
 //   - a refund created: refund.created (with the status its create answer
 //     shows), and refund.updated for every later change of its status
 //     (SetRefundStatus, or a refund of pm_card_refundFail failing), with
@@ -154,9 +156,12 @@ func (p webhookPlan) names() []string {
 }
 
 // Close stops delivering events: attempts in flight are cut short, and
-// events not delivered yet stay pending. Serve calls it when it returns.
-// It is safe to call more than once, and a no-op without webhooks.
+// events not delivered yet stay pending. It also stops the timer that
+// cancels authorizations at the end of their window (from then on they are
+// canceled only when a request or a call comes). Serve calls it when it
+// returns. It is safe to call more than once.
 func (s *Server) Close() {
+	s.stopExpiryTimer()
 	h := s.hooks
 	if h == nil {
 		return
@@ -176,6 +181,7 @@ func (s *Server) Close() {
 func (s *Server) Events() []Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireDueLocked()
 	out := make([]Event, len(s.events))
 	for i, ev := range s.events {
 		out[i] = *ev
