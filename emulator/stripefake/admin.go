@@ -3,6 +3,7 @@ package stripefake
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -23,6 +24,10 @@ type AdminFault struct {
 	// LatencyMS is Fault.Latency in milliseconds; required (positive) for
 	// "outlive_client".
 	LatencyMS int64 `json:"latency_ms,omitempty"`
+	// Op is Fault.Op: "create_payment_intent", "capture_payment_intent",
+	// "cancel_payment_intent" or "create_refund" keeps the fault for the
+	// next write of that kind; absent or empty, the next write takes it.
+	Op Op `json:"op,omitempty"`
 }
 
 // AdminChaos is the JSON form of Chaos, durations in milliseconds.
@@ -168,7 +173,11 @@ func (s *Server) handleAdminFaults(w http.ResponseWriter, r *http.Request) {
 			bad("an outlive_client fault needs a positive latency_ms")
 			return
 		}
-		faults = append(faults, Fault{Kind: *f.Kind, Latency: time.Duration(f.LatencyMS) * time.Millisecond})
+		if err := validOp(f.Op); err != nil {
+			bad(strings.TrimPrefix(err.Error(), "stripefake: "))
+			return
+		}
+		faults = append(faults, Fault{Kind: *f.Kind, Op: f.Op, Latency: time.Duration(f.LatencyMS) * time.Millisecond})
 	}
 	var chaos Chaos
 	if req.Chaos != nil {

@@ -33,9 +33,11 @@ type chargeJSON struct {
 }
 
 // chargeWire renders the latest charge of pi, or nil if it has none. Its
-// amount_refunded counts succeeded and pending refunds, as Stripe's does;
+// amount_refunded counts succeeded and pending refunds, as Stripe's does,
+// and what an authorization released without capturing it (the part a
+// partial capture left, all of it when canceled), as Stripe refunds that;
 // refunded is true once all of it is refunded; disputed says whether it
-// has a dispute.
+// has a dispute. An authorization not captured yet is captured false.
 func (pi PaymentIntent) chargeWire(disputed bool) *chargeJSON {
 	if pi.LatestCharge == "" {
 		return nil
@@ -70,9 +72,25 @@ func (pi PaymentIntent) chargeWire(disputed bool) *chargeJSON {
 		c.Status = "pending"
 		return c
 	}
-	c.Captured, c.Paid = true, true
-	c.Refunded = pi.AmountRefunded > 0 && pi.AmountRefunded >= pi.AmountReceived
+	c.Paid = true
+	c.Captured = pi.Status == StatusSucceeded
+	c.AmountRefunded = pi.AmountRefunded + pi.released()
+	c.Refunded = c.AmountRefunded > 0 && c.AmountRefunded >= c.Amount
 	return c
+}
+
+// released is what an authorization of pi gave back without capturing
+// it: the part a capture did not take, or all of it once canceled.
+func (pi PaymentIntent) released() int64 {
+	switch {
+	case pi.Status == StatusSucceeded:
+		return pi.Amount - pi.AmountReceived
+	case pi.Status == StatusCanceled && pi.LatestCharge != "" && pi.DeclineCode == "":
+		// Only an authorization (requires_capture) is canceled with a
+		// charge that did not fail.
+		return pi.Amount
+	}
+	return 0
 }
 
 // expands reports whether the expand parameters of a request (expand,

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
@@ -17,8 +18,10 @@ import (
 // Every answer the emulator gives, through stripe-go and raw, and every
 // event it sends conforms to Stripe's OpenAPI spec, nested objects (an
 // expanded latest_charge, last_payment_error's payment_method, the
-// PaymentIntent in a decline's error) included: required fields present,
-// types and enums right, null only where the spec allows it.
+// PaymentIntent in a decline's or a refused capture's error) included,
+// PaymentIntents in every status (requires_capture and canceled included):
+// required fields present, types and enums right, null only where the spec
+// allows it.
 func TestConformsToStripeSpec(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t, hookSecret, nil)
@@ -52,6 +55,45 @@ func TestConformsToStripeSpec(t *testing.T) {
 	_, err = e.fake.SetPaymentIntentStatus(failing.ID, stripefake.StatusRequiresPaymentMethod, "lost_card")
 	require.NoError(t, err)
 	processing(t, e, "still")
+
+	// Manual capture: authorized and left so, captured (all of it with the
+	// charge expanded, part of it), canceled by a request and by the end of
+	// the authorization window; the refusals.
+	held := authorized(t, e, "held")
+	full := authorized(t, e, "full")
+	cp := captureOf(0, "")
+	cp.AddExpand("latest_charge")
+	_, err = e.sc.PaymentIntents.Capture(full.ID, cp)
+	require.NoError(t, err)
+	part := authorized(t, e, "part")
+	_, err = e.sc.PaymentIntents.Capture(part.ID, captureOf(1000, ""))
+	require.NoError(t, err)
+	_, err = e.sc.Refunds.New(refundOf(part.ID, 0, ""))
+	require.NoError(t, err)
+	canceled := authorized(t, e, "canceled")
+	kp := cancelOf("requested_by_customer", "")
+	kp.AddExpand("latest_charge")
+	_, err = e.sc.PaymentIntents.Cancel(canceled.ID, kp)
+	require.NoError(t, err)
+	expired := authorized(t, e, "expired")
+	got, err := e.fake.Backdate(expired.ID, 8*24*time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, stripefake.StatusCanceled, got.Status)
+	_, err = e.sc.PaymentIntents.Capture(full.ID, nil)
+	require.Error(t, err)
+	_, err = e.sc.PaymentIntents.Cancel(full.ID, nil)
+	require.Error(t, err)
+	_, err = e.sc.PaymentIntents.Capture(expired.ID, nil)
+	require.Error(t, err)
+	_, err = e.sc.PaymentIntents.Capture(held.ID, captureOf(99999, ""))
+	require.Error(t, err)
+	_, err = e.sc.PaymentIntents.Capture("pi_nope", nil)
+	require.Error(t, err)
+	_, err = e.sc.PaymentIntents.Cancel("pi_nope", nil)
+	require.Error(t, err)
+	e.fake.Inject(stripefake.Fault{Kind: stripefake.Fault500Charged, Op: stripefake.OpCapturePaymentIntent})
+	_, err = e.sc.PaymentIntents.Capture(authorized(t, e, "charged").ID, nil)
+	require.Error(t, err)
 
 	for _, pi := range e.fake.PaymentIntents() {
 		_, err = e.sc.PaymentIntents.Get(pi.ID, nil)
@@ -132,6 +174,9 @@ func TestConformsToStripeSpec(t *testing.T) {
 	raw(http.MethodGet, "/v1/refunds?starting_after=re_nope", auth, nil)
 	raw(http.MethodGet, "/v1/payment_intents/"+visa.ID, "", nil)
 	raw(http.MethodGet, "/v1/charges", auth, nil)
+	raw(http.MethodPost, "/v1/payment_intents/"+held.ID+"/capture", auth, url.Values{"foo": {"bar"}})
+	raw(http.MethodPost, "/v1/payment_intents/"+held.ID+"/capture", auth, url.Values{"amount_to_capture": {"0"}})
+	raw(http.MethodPost, "/v1/payment_intents/"+held.ID+"/cancel", auth, url.Values{"cancellation_reason": {"automatic"}})
 
 	// A dispute; the charge now says it is disputed.
 	require.False(t, charge(t, e, visa.ID).Disputed)
@@ -174,7 +219,8 @@ func TestConformsToStripeSpec(t *testing.T) {
 	}
 	for _, typ := range []string{
 		"payment_intent.created", "payment_intent.succeeded", "payment_intent.payment_failed",
-		"payment_intent.processing", "refund.created", "refund.updated", "charge.dispute.created",
+		"payment_intent.processing", "payment_intent.amount_capturable_updated", "payment_intent.canceled",
+		"refund.created", "refund.updated", "charge.dispute.created",
 	} {
 		require.True(t, types[typ], "a %s event was checked", typ)
 	}
@@ -271,4 +317,8 @@ func TestKnownParametersCoverSpec(t *testing.T) {
 	check(http.MethodPost, "/v1/refunds", url.Values{"payment_intent": {pi.ID}, "amount": {"1"}}, bodyParams("/v1/refunds"))
 	check(http.MethodGet, "/v1/payment_intents", nil, queryParams("/v1/payment_intents"))
 	check(http.MethodGet, "/v1/refunds", nil, queryParams("/v1/refunds"))
+	check(http.MethodPost, "/v1/payment_intents/"+authorized(t, e, "c").ID+"/capture", nil,
+		bodyParams("/v1/payment_intents/{intent}/capture"))
+	check(http.MethodPost, "/v1/payment_intents/"+authorized(t, e, "k").ID+"/cancel", nil,
+		bodyParams("/v1/payment_intents/{intent}/cancel"))
 }

@@ -14,10 +14,15 @@ type outcome struct {
 	body   []byte
 }
 
-// createEndpoint is one kind of create request: POST /v1/payment_intents or
-// POST /v1/refunds. serveCreate gives both the same idempotency and faults.
-type createEndpoint struct {
-	// path is the endpoint's path, to which idempotency keys are bound.
+// writeEndpoint is one kind of request that executes (a write): POST
+// /v1/payment_intents, POST /v1/payment_intents/{id}/capture and /cancel,
+// POST /v1/refunds. serveWrite gives them all the same idempotency and
+// faults.
+type writeEndpoint struct {
+	// op names the request for the faults that target it (Fault.Op).
+	op Op
+	// path is the request's path, to which idempotency keys are bound: a
+	// key first used to capture one PaymentIntent is refused for another.
 	path string
 	// count counts the request in the stats (under the lock).
 	count func(*Stats)
@@ -26,13 +31,14 @@ type createEndpoint struct {
 	parse func(form url.Values) (run executor, perr *errorObject)
 }
 
-// executor runs a validated create and returns its answer. It is called at
+// executor runs a validated write and returns its answer. It is called at
 // most once, with the request id and the idempotency key (if any).
 type executor func(reqID, idempotencyKey string) outcome
 
 // handleCreate answers POST /v1/payment_intents.
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, apiKey string) {
-	s.serveCreate(w, r, apiKey, createEndpoint{
+	s.serveWrite(w, r, apiKey, writeEndpoint{
+		op:    OpCreatePaymentIntent,
 		path:  "/v1/payment_intents",
 		count: func(st *Stats) { st.CreateRequests++ },
 		parse: func(form url.Values) (executor, *errorObject) {
@@ -48,17 +54,18 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, apiKey str
 	})
 }
 
-// serveCreate answers a create request of endpoint ep.
+// serveWrite answers a write request (a create, a capture, a cancel) of
+// endpoint ep.
 //
 // Order of business, as in Stripe: parse the form; with an Idempotency-Key,
 // replay / reject / claim the key; validate (failures are not saved); take a
 // fault; execute; save the result under the key; answer.
 //
 // Execution runs in its own goroutine, detached from the request: once it
-// started (after any hang) it creates and saves whatever the client does,
-// as Stripe does. If the client leaves first the handler returns at once
-// and the execution finishes on its own.
-func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, apiKey string, ep createEndpoint) {
+// started (after any hang) it executes (creates, captures, cancels) and
+// saves whatever the client does, as Stripe does. If the client leaves
+// first the handler returns at once and the execution finishes on its own.
+func (s *Server) serveWrite(w http.ResponseWriter, r *http.Request, apiKey string, ep writeEndpoint) {
 	s.bump(ep.count)
 	reqID := w.Header().Get("Request-Id")
 	if err := r.ParseForm(); err != nil {
@@ -90,9 +97,9 @@ func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, apiKey stri
 		return
 	}
 
-	pl := s.nextPlan()
+	pl := s.nextPlan(ep.op)
 	if pl.kind != faultNone {
-		s.log.Info().Str("request_id", reqID).Str("path", ep.path).Str("fault", pl.kind.String()).
+		s.log.Info().Str("request_id", reqID).Str("path", ep.path).Str("op", string(ep.op)).Str("fault", pl.kind.String()).
 			Dur("latency", pl.latency).Str("idempotency_key", keyName).Msg("stripefake: fault")
 	}
 	if pl.kind == FaultIdempotencyError {
@@ -127,7 +134,7 @@ func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, apiKey stri
 	writeJSON(w, out.status, out.body)
 }
 
-// execute sleeps the plan's latency, then runs the create as the plan says
+// execute sleeps the plan's latency, then runs the write as the plan says
 // and saves the result under key. It never looks at ctx except to count, in
 // Stats.ClientsGone, results that nobody is waiting for any more.
 func (s *Server) execute(ctx context.Context, pl plan, run executor, key *idemKey, reqID, keyName string) outcome {

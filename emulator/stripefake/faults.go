@@ -9,24 +9,58 @@ import (
 	"time"
 )
 
-// FaultKind selects what a Fault does to a create request: POST
-// /v1/payment_intents or POST /v1/refunds. Both draw from the same injected
-// queue and the same chaos configuration; "created" below means the
+// Op names a kind of request that executes, and so takes faults: a write.
+// Every write draws from the same injected queue (a Fault with an Op waits
+// for a request of its kind) and the same chaos configuration.
+type Op string
+
+// The writes the emulator serves.
+const (
+	// OpCreatePaymentIntent is POST /v1/payment_intents.
+	OpCreatePaymentIntent Op = "create_payment_intent"
+	// OpCapturePaymentIntent is POST /v1/payment_intents/{id}/capture.
+	OpCapturePaymentIntent Op = "capture_payment_intent"
+	// OpCancelPaymentIntent is POST /v1/payment_intents/{id}/cancel.
+	OpCancelPaymentIntent Op = "cancel_payment_intent"
+	// OpCreateRefund is POST /v1/refunds.
+	OpCreateRefund Op = "create_refund"
+)
+
+// ops lists the writes, for parsing and checks.
+var ops = []Op{OpCreatePaymentIntent, OpCapturePaymentIntent, OpCancelPaymentIntent, OpCreateRefund}
+
+// validOp checks an Op; empty (any write) is valid.
+func validOp(op Op) error {
+	if op == "" || slices.Contains(ops, op) {
+		return nil
+	}
+	names := make([]string, len(ops))
+	for i, o := range ops {
+		names[i] = string(o)
+	}
+	return fmt.Errorf("stripefake: unknown op %q (want one of %s)", op, strings.Join(names, ", "))
+}
+
+// FaultKind selects what a Fault does to a write: creating a PaymentIntent
+// or a refund, capturing or canceling a PaymentIntent. "Executes" below
+// means the write takes place as it would without a fault: the
 // PaymentIntent or the refund (whose amount is then taken from what remains
-// refundable).
+// refundable) is created, the PaymentIntent captured or canceled, or the
+// request refused as it would be (a capture of a PaymentIntent that is not
+// requires_capture).
 type FaultKind int
 
 const (
 	// FaultLatency sleeps Fault.Latency, then behaves normally. Like Stripe,
 	// the request keeps executing if the client gives up meanwhile: its
 	// idempotency key stays in use (409 to concurrent requests with the same
-	// key) until the result is saved, and the object is created.
+	// key) until the result is saved, and the write executes.
 	FaultLatency FaultKind = iota
-	// Fault500 answers 500 api_error without creating anything. The 500 is
-	// saved under the idempotency key, so a retry with the same key replays
-	// it (Idempotent-Replayed: true).
+	// Fault500 answers 500 api_error without executing: nothing is created,
+	// captured or canceled. The 500 is saved under the idempotency key, so a
+	// retry with the same key replays it (Idempotent-Replayed: true).
 	Fault500
-	// FaultLostAnswer creates the object and saves the idempotent
+	// FaultLostAnswer executes the write and saves the idempotent
 	// result, then drops the connection: the client gets a network error and
 	// a retry with the same key gets the saved answer. Only the status line
 	// is sent before the close, because Go's http.Transport silently resends
@@ -41,19 +75,20 @@ const (
 	// client can cut short; real Stripe does not abandon work this way.
 	FaultHang
 	// Fault500Charged is the indeterminate 500 Stripe documents: the
-	// request executes as a normal create would (a PaymentIntent is created
-	// and confirmed, a decline included; a refund is made, or refused), but
-	// the answer is a 500 api_error, identical to Fault500's. That 500 is
-	// what is saved under the idempotency key, so a retry with the same key
-	// replays the 500, never the object. For a refund it is the "500 that
-	// did refund".
+	// request executes as it would without the fault (a PaymentIntent is
+	// created and confirmed, a decline included; a refund is made, or
+	// refused; a PaymentIntent captured or canceled, or the request
+	// refused), but the answer is a 500 api_error, identical to Fault500's.
+	// That 500 is what is saved under the idempotency key, so a retry with
+	// the same key replays the 500, never the object. For a refund it is
+	// the "500 that did refund", for a capture the "500 that did capture".
 	Fault500Charged
 	// FaultIdempotencyError answers 400 idempotency_error, as for a key
-	// reused with other parameters, without executing: nothing is created
+	// reused with other parameters, without executing: nothing is changed
 	// and nothing is saved, so a retry with the same key executes.
 	FaultIdempotencyError
 	// FaultOutliveClient is a latency meant to outlast the client's timeout:
-	// the request sleeps Fault.Latency, then creates and saves the object
+	// the request sleeps Fault.Latency, then executes and saves its result
 	// even though the client has usually disconnected by then.
 	// Until the result is saved its idempotency key is in use (409
 	// idempotency_key_in_use). It behaves exactly like FaultLatency; the kind
@@ -121,6 +156,11 @@ func (k *FaultKind) UnmarshalText(b []byte) error {
 type Fault struct {
 	// Kind is what happens; the zero value is FaultLatency.
 	Kind FaultKind
+	// Op, when set, keeps the fault for the next write of that kind
+	// (OpCapturePaymentIntent: the next capture): writes of other kinds
+	// pass it by and take the fault queued after it, if any is theirs.
+	// Empty: the next write of any kind takes it.
+	Op Op
 	// Latency is slept before the request executes: for FaultLatency and
 	// FaultOutliveClient it is the whole fault; for FaultHang it is slept
 	// after the hang ends; FaultIdempotencyError ignores it. The sleep is
@@ -128,12 +168,12 @@ type Fault struct {
 	Latency time.Duration
 }
 
-// Chaos configures random faults for every create request (of a
-// PaymentIntent or a refund) that reaches execution and is not served from
-// the injected queue, and the lag of search. Refund creates take draws from
-// the same seeded source, so a seeded run replays the same faults only for
-// the same sequence of creates of both kinds. The zero value turns chaos
-// off.
+// Chaos configures random faults for every write (creating a PaymentIntent
+// or a refund, capturing or canceling a PaymentIntent) that reaches
+// execution and is not served from the injected queue, and the lag of
+// search. All writes take draws from the same seeded source, so a seeded
+// run replays the same faults only for the same sequence of writes of all
+// kinds. The zero value turns chaos off.
 type Chaos struct {
 	// P500 is the probability of a Fault500.
 	P500 float64
@@ -149,7 +189,7 @@ type Chaos struct {
 	// probabilities are exclusive; their sum should not exceed 1.
 	POutliveClient float64
 	// Latency and MaxLatency bound a uniformly random extra latency added to
-	// every create; zero for both means none.
+	// every write; zero for both means none.
 	Latency, MaxLatency time.Duration
 	// HangFor ends a chaos hang by itself after this long (it then behaves
 	// normally). Zero: the hang lasts until ReleaseHangs or the client quits.
@@ -187,17 +227,25 @@ func (c Chaos) faults() bool {
 	return c != Chaos{}
 }
 
-// plan is what will happen to one create request.
+// plan is what will happen to one write.
 type plan struct {
 	latency time.Duration
 	kind    FaultKind
 	hangFor time.Duration
 }
 
-// Inject queues faults: each of the next len(faults) create requests that
-// reach execution takes one, in order, whether it creates a PaymentIntent or
-// a refund. Injected faults take precedence over chaos.
+// Inject queues faults: each write that reaches execution takes the first
+// queued fault that is for any write (Fault.Op empty) or for its kind, so
+// that faults without an Op are taken in order by the next len(faults)
+// writes, whether they create a PaymentIntent or a refund or capture or
+// cancel a PaymentIntent. Injected faults take precedence over chaos. It
+// panics on an Op the emulator does not know.
 func (s *Server) Inject(faults ...Fault) {
+	for _, f := range faults {
+		if err := validOp(f.Op); err != nil {
+			panic(err.Error())
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, faults...)
@@ -234,14 +282,16 @@ func (s *Server) ReleaseHangs() {
 	s.release = make(chan struct{})
 }
 
-// nextPlan takes the next injected fault, or draws one from chaos.
-func (s *Server) nextPlan() plan {
+// nextPlan takes the first injected fault for a write of kind op, or
+// draws one from chaos.
+func (s *Server) nextPlan(op Op) plan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.faults) > 0 {
-		f := s.faults[0]
-		s.faults[0] = Fault{}
-		s.faults = s.faults[1:]
+	for i, f := range s.faults {
+		if f.Op != "" && f.Op != op {
+			continue
+		}
+		s.faults = slices.Delete(s.faults, i, i+1)
 		return plan{latency: max(f.Latency, 0), kind: f.Kind}
 	}
 	p := plan{kind: faultNone}

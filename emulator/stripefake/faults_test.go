@@ -372,3 +372,46 @@ func TestFaultKindText(t *testing.T) {
 	_, err := stripefake.FaultKind(99).MarshalText()
 	require.Error(t, err)
 }
+
+// A fault given an Op waits for a write of that kind: writes of other kinds
+// pass it by and take the next fault that is theirs, or none.
+func TestFaultOpWaitsForItsKind(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stripefake.Options{})
+	pi := paid(t, e, "pm_card_visa")
+	e.fake.Inject(
+		stripefake.Fault{Kind: stripefake.Fault500, Op: stripefake.OpCreateRefund},
+		stripefake.Fault{Kind: stripefake.Fault500Charged},
+	)
+
+	_, err := e.sc.PaymentIntents.New(piParams("pm_card_visa", "1", "op-1"))
+	require.Equal(t, http.StatusInternalServerError, stripeErr(t, err).HTTPStatusCode)
+	require.Len(t, e.fake.PaymentIntents(), 2, "the 500 that charged, not the refund's")
+	require.Equal(t, 1, e.fake.PendingFaults())
+	_, err = e.sc.PaymentIntents.New(piParams("pm_card_visa", "2", "op-2"))
+	require.NoError(t, err, "the refund's fault is not a create's")
+	require.Equal(t, 1, e.fake.PendingFaults())
+
+	_, err = e.sc.Refunds.New(refundOf(pi.ID, 100, ""))
+	require.Equal(t, http.StatusInternalServerError, stripeErr(t, err).HTTPStatusCode)
+	require.Empty(t, e.fake.Refunds())
+	require.Equal(t, 0, e.fake.PendingFaults())
+
+	require.Panics(t, func() { e.fake.Inject(stripefake.Fault{Kind: stripefake.Fault500, Op: "update_payment_intent"}) })
+
+	// The admin endpoint takes "op" too, and refuses one it does not know.
+	code, _ := postJSON(t, e, "/_fake/faults", `{"inject":[{"kind":"500_charged","op":"create_refund"}]}`)
+	require.Equal(t, http.StatusOK, code)
+	paid(t, e, "pm_card_visa")
+	_, err = e.sc.Refunds.New(refundOf(pi.ID, 100, ""))
+	require.Equal(t, http.StatusInternalServerError, stripeErr(t, err).HTTPStatusCode)
+	require.Len(t, e.fake.Refunds(), 1, "the 500 that did refund")
+	code, body := postJSON(t, e, "/_fake/faults", `{"inject":[{"kind":"500","op":"update_payment_intent"}]}`)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Contains(t, body, `unknown op \"update_payment_intent\"`)
+	require.Equal(t, 0, e.fake.PendingFaults())
+
+	st := e.fake.Stats()
+	require.EqualValues(t, 1, st.Faults500)
+	require.EqualValues(t, 2, st.Faults500Charged)
+}

@@ -35,6 +35,7 @@ type createParams struct {
 	amount        int64
 	currency      string
 	paymentMethod string
+	captureMethod string // automatic_async (when not given), automatic or manual
 	confirm       bool
 	description   string
 	metadata      map[string]string
@@ -76,6 +77,15 @@ func parseCreateParams(form url.Values) (createParams, *errorObject) {
 	}
 
 	p.paymentMethod, _ = single(form, "payment_method")
+	switch m, _ := single(form, "capture_method"); m {
+	case "":
+		p.captureMethod = captureAutomaticAsync
+	case captureAutomatic, captureAutomaticAsync, captureManual:
+		p.captureMethod = m
+	default:
+		return p, invalidParam("capture_method", "",
+			"Invalid capture_method: must be one of automatic, automatic_async, or manual")
+	}
 	p.expandCharge = expands(form, "latest_charge")
 	p.description, _ = single(form, "description")
 	if p.confirm, ok = boolParam(form, "confirm"); !ok {
@@ -147,15 +157,33 @@ func unknownParamError(name string) *errorObject {
 // metadataParam collects metadata[KEY]=VALUE parameters. An empty value
 // unsets a key, as in Stripe, so it is simply not stored.
 func metadataParam(form url.Values) (map[string]string, *errorObject) {
-	md := make(map[string]string)
+	entries, _, perr := metadataEntries(form)
+	if perr != nil {
+		return nil, perr
+	}
+	md := make(map[string]string, len(entries))
+	for k, v := range entries {
+		if v != "" {
+			md[k] = v
+		}
+	}
+	return md, nil
+}
+
+// metadataEntries validates the metadata[KEY]=VALUE parameters and returns
+// them all, empty values (which unset a key) included, and whether
+// "metadata=" (empty) asked to unset every key.
+func metadataEntries(form url.Values) (entries map[string]string, clear bool, perr *errorObject) {
+	entries = make(map[string]string)
 	for k := range form {
 		if k == "metadata" {
-			// "metadata=" (empty) clears metadata in Stripe; nothing to do
-			// on create. Any other value is invalid.
+			// "metadata=" (empty) clears metadata in Stripe. Any other
+			// value is invalid.
 			if v, _ := single(form, k); v != "" {
-				return nil, invalidParam("metadata", "parameter_invalid_empty",
+				return nil, false, invalidParam("metadata", "parameter_invalid_empty",
 					"Invalid metadata: metadata must be a hash of keys and values.")
 			}
+			clear = true
 			continue
 		}
 		name, ok := strings.CutPrefix(k, "metadata[")
@@ -164,23 +192,60 @@ func metadataParam(form url.Values) (map[string]string, *errorObject) {
 		}
 		name, ok = strings.CutSuffix(name, "]")
 		if !ok || name == "" || strings.ContainsAny(name, "[]") {
-			return nil, invalidParam(k, "", "Invalid metadata key: "+k+".")
+			return nil, false, invalidParam(k, "", "Invalid metadata key: "+k+".")
 		}
 		if utf8.RuneCountInString(name) > maxMetadataKeyLen {
-			return nil, invalidParam(k, "", "Metadata keys can have up to 40 characters.")
+			return nil, false, invalidParam(k, "", "Metadata keys can have up to 40 characters.")
 		}
 		v, _ := single(form, k)
 		if utf8.RuneCountInString(v) > maxMetadataValueLen {
-			return nil, invalidParam(k, "", "Metadata values can have up to 500 characters.")
+			return nil, false, invalidParam(k, "", "Metadata values can have up to 500 characters.")
 		}
+		entries[name] = v
+	}
+	set := 0
+	for _, v := range entries {
 		if v != "" {
-			md[name] = v
+			set++
 		}
 	}
-	if len(md) > maxMetadataKeys {
-		return nil, invalidParam("metadata", "", "Metadata can have up to 50 keys.")
+	if set > maxMetadataKeys {
+		return nil, false, invalidParam("metadata", "", "Metadata can have up to 50 keys.")
 	}
-	return md, nil
+	return entries, clear, nil
+}
+
+// metadataUpdate is what an update's metadata parameters do to an
+// object's metadata: clear it all ("metadata="), then set each key given,
+// or unset it for an empty value.
+type metadataUpdate struct {
+	clear   bool
+	entries map[string]string
+}
+
+// parseMetadataUpdate validates the metadata parameters of an update.
+func parseMetadataUpdate(form url.Values) (metadataUpdate, *errorObject) {
+	entries, clear, perr := metadataEntries(form)
+	return metadataUpdate{clear: clear, entries: entries}, perr
+}
+
+// apply returns md updated; md is not modified.
+func (u metadataUpdate) apply(md map[string]string) map[string]string {
+	if !u.clear && len(u.entries) == 0 {
+		return md
+	}
+	out := maps.Clone(md)
+	if out == nil || u.clear {
+		out = make(map[string]string, len(u.entries))
+	}
+	for k, v := range u.entries {
+		if v == "" {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Stripe's page size bounds for list and search.

@@ -20,6 +20,27 @@ const (
 	// shows asynchronous payment methods. Only pm_card_processing stays
 	// here, until SetPaymentIntentStatus moves it on.
 	StatusProcessing = "processing"
+	// StatusRequiresCapture: confirmed with capture_method=manual and
+	// authorized: AmountCapturable is held on the card until a capture
+	// (then StatusSucceeded) or a cancel (StatusCanceled), or until
+	// Options.AuthorizationWindow has passed since its creation, when the
+	// emulator cancels it (CancellationReason "automatic").
+	StatusRequiresCapture = "requires_capture"
+	// StatusCanceled: canceled by POST /v1/payment_intents/{id}/cancel, or
+	// by the emulator when an authorization was not captured in time.
+	StatusCanceled = "canceled"
+)
+
+// Capture methods: when the funds of a confirmed PaymentIntent are taken.
+const (
+	// captureAutomaticAsync is Stripe's default since API version
+	// 2024-04-10: captured at once, the balance transaction made later.
+	captureAutomaticAsync = "automatic_async"
+	// captureAutomatic: captured at once.
+	captureAutomatic = "automatic"
+	// captureManual: only authorized; POST /v1/payment_intents/{id}/capture
+	// takes the funds.
+	captureManual = "manual"
 )
 
 // PaymentIntent is a snapshot of one emulated PaymentIntent.
@@ -28,8 +49,16 @@ type PaymentIntent struct {
 	ID string `json:"id"`
 	// Amount is in the currency's smallest unit.
 	Amount int64 `json:"amount"`
-	// AmountReceived equals Amount once the PaymentIntent succeeded.
+	// AmountReceived is what was captured: Amount once a PaymentIntent
+	// with automatic capture succeeded, the amount captured (Amount or
+	// less) once a manual one was.
 	AmountReceived int64 `json:"amount_received"`
+	// AmountCapturable is what an authorization holds: Amount while the
+	// PaymentIntent is requires_capture, zero otherwise.
+	AmountCapturable int64 `json:"amount_capturable"`
+	// CaptureMethod is "automatic_async" (Stripe's default), "automatic"
+	// or "manual", as given at creation.
+	CaptureMethod string `json:"capture_method"`
 	// Currency is the lowercase ISO code.
 	Currency string `json:"currency"`
 	// Status is one of the Status* constants.
@@ -53,6 +82,14 @@ type PaymentIntent struct {
 	AmountRefunded int64 `json:"amount_refunded"`
 	// ClientSecret is Stripe's client secret.
 	ClientSecret string `json:"client_secret"`
+	// CanceledAt is when it was canceled, truncated to seconds; zero unless
+	// canceled. For an authorization the emulator canceled (reason
+	// "automatic") it is when the authorization window ended.
+	CanceledAt time.Time `json:"canceled_at,omitzero"`
+	// CancellationReason is the reason given to cancel it (abandoned,
+	// duplicate, fraudulent, requested_by_customer), "automatic" for an
+	// authorization not captured in time, empty if none.
+	CancellationReason string `json:"cancellation_reason,omitempty"`
 	// DeclineCode is set when the confirmation was declined, or a
 	// processing PaymentIntent failed (SetPaymentIntentStatus).
 	DeclineCode string `json:"decline_code,omitempty"`
@@ -109,6 +146,8 @@ type paymentIntentJSON struct {
 	Amount             int64             `json:"amount"`
 	AmountCapturable   int64             `json:"amount_capturable"`
 	AmountReceived     int64             `json:"amount_received"`
+	CanceledAt         *int64            `json:"canceled_at"`
+	CancellationReason *string           `json:"cancellation_reason"`
 	CaptureMethod      string            `json:"capture_method"`
 	ClientSecret       string            `json:"client_secret"`
 	ConfirmationMethod string            `json:"confirmation_method"`
@@ -172,8 +211,10 @@ func (pi PaymentIntent) wire() *paymentIntentJSON {
 		ID:                 pi.ID,
 		Object:             "payment_intent",
 		Amount:             pi.Amount,
+		AmountCapturable:   pi.AmountCapturable,
 		AmountReceived:     pi.AmountReceived,
-		CaptureMethod:      "automatic_async",
+		CancellationReason: optional(pi.CancellationReason),
+		CaptureMethod:      pi.CaptureMethod,
 		ClientSecret:       pi.ClientSecret,
 		ConfirmationMethod: "automatic",
 		Created:            pi.Created.Unix(),
@@ -184,6 +225,13 @@ func (pi PaymentIntent) wire() *paymentIntentJSON {
 		PaymentMethod:      optional(pi.PaymentMethod),
 		PaymentMethodTypes: []string{"card"},
 		Status:             pi.Status,
+	}
+	if j.CaptureMethod == "" {
+		j.CaptureMethod = captureAutomaticAsync
+	}
+	if !pi.CanceledAt.IsZero() {
+		at := pi.CanceledAt.Unix()
+		j.CanceledAt = &at
 	}
 	if pi.DeclineCode != "" {
 		card := testCards[pi.PaymentMethod]
@@ -239,6 +287,7 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 	pi := PaymentIntent{
 		ID:             id,
 		Amount:         p.amount,
+		CaptureMethod:  p.captureMethod,
 		Currency:       p.currency,
 		PaymentMethod:  p.paymentMethod,
 		Description:    p.description,
@@ -253,6 +302,11 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 		pi.Status = StatusRequiresConfirmation
 	case card.processing:
 		pi.Status = StatusProcessing
+		pi.LatestCharge = "ch_" + randomID(24)
+	case card.declineCode == "" && p.captureMethod == captureManual:
+		// Authorized only: the amount is held until captured.
+		pi.Status = StatusRequiresCapture
+		pi.AmountCapturable = p.amount
 		pi.LatestCharge = "ch_" + randomID(24)
 	case card.declineCode == "":
 		pi.Status = StatusSucceeded
@@ -275,6 +329,9 @@ func (s *Server) createIntent(p createParams, reqID, idempotencyKey string) (int
 		s.byCharge[pi.LatestCharge] = len(s.intents)
 	}
 	s.intents = append(s.intents, storedIntent{PaymentIntent: pi, createdAt: now})
+	if pi.Status == StatusRequiresCapture {
+		s.holdLocked(pi.ID)
+	}
 	s.stats.PaymentIntentsCreated++
 	if pi.DeclineCode != "" {
 		s.stats.Declines++
@@ -307,14 +364,7 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request, _ string
 	}
 	s.mu.Unlock()
 	if !ok {
-		writeError(w, http.StatusNotFound, errorObject{
-			Type:          typeInvalidRequest,
-			Code:          "resource_missing",
-			Param:         "intent",
-			DocURL:        "https://stripe.com/docs/error-codes/resource-missing",
-			Message:       "No such payment_intent: '" + id + "'",
-			RequestLogURL: requestLogURL(w.Header().Get("Request-Id")),
-		})
+		writeError(w, http.StatusNotFound, noSuchIntent(id, w.Header().Get("Request-Id")))
 		return
 	}
 	writeJSON(w, http.StatusOK, marshalWire(rec.wireExpanded(expands(r.URL.Query(), "latest_charge"))))
@@ -324,6 +374,7 @@ func (s *Server) handleRetrieve(w http.ResponseWriter, r *http.Request, _ string
 func (s *Server) PaymentIntents() []PaymentIntent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireDueLocked()
 	out := make([]PaymentIntent, len(s.intents))
 	for i, rec := range s.intents {
 		out[i] = rec.snapshot()

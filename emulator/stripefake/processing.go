@@ -38,7 +38,10 @@ func declineMessage(code string) string {
 // generic_decline; one of those declineMessages knows). declineCode is
 // only allowed with StatusRequiresPaymentMethod. With webhooks it sends
 // payment_intent.succeeded or payment_intent.payment_failed. Retrieve,
-// list and search show the new status at once (search after its lag).
+// list and search show the new status at once (search after its lag). A
+// PaymentIntent with capture_method=manual that goes through is only
+// authorized: StatusSucceeded makes it StatusRequiresCapture (amount
+// capturable, event payment_intent.amount_capturable_updated).
 //
 // It returns the PaymentIntent as it now is, ErrNoSuchPaymentIntent for an
 // unknown id, or ErrNotProcessing for one that is not processing (moving a
@@ -65,9 +68,15 @@ func (s *Server) SetPaymentIntentStatus(paymentIntentID, status, declineCode str
 		return pi.snapshot(), fmt.Errorf("%w: %s is %s", ErrNotProcessing, pi.ID, pi.Status)
 	}
 	typ := "payment_intent.succeeded"
-	if status == StatusSucceeded {
+	switch {
+	case status == StatusSucceeded && pi.CaptureMethod == captureManual:
+		// Authorized only: the funds wait for a capture.
+		status = StatusRequiresCapture
+		pi.AmountCapturable = pi.Amount
+		typ = "payment_intent.amount_capturable_updated"
+	case status == StatusSucceeded:
 		pi.AmountReceived = pi.Amount
-	} else {
+	default:
 		if declineCode == "" {
 			declineCode = "generic_decline"
 		}
@@ -76,6 +85,9 @@ func (s *Server) SetPaymentIntentStatus(paymentIntentID, status, declineCode str
 		typ = "payment_intent.payment_failed"
 	}
 	pi.Status = status
+	if status == StatusRequiresCapture {
+		s.holdLocked(pi.ID)
+	}
 	s.emitLocked(typ, pi.ID, pi.wire(), eventRequest{})
 	return pi.snapshot(), nil
 }

@@ -128,9 +128,10 @@ func (r storedRefund) snapshot() Refund {
 }
 
 // handleRefundCreate answers POST /v1/refunds, with the idempotency and the
-// faults of PaymentIntent creates (see serveCreate).
+// faults of PaymentIntent creates (see serveWrite).
 func (s *Server) handleRefundCreate(w http.ResponseWriter, r *http.Request, apiKey string) {
-	s.serveCreate(w, r, apiKey, createEndpoint{
+	s.serveWrite(w, r, apiKey, writeEndpoint{
+		op:    OpCreateRefund,
 		path:  "/v1/refunds",
 		count: func(st *Stats) { st.RefundCreateRequests++ },
 		parse: func(form url.Values) (executor, *errorObject) {
@@ -244,7 +245,7 @@ func (s *Server) refundable(p refundParams) (int, *errorObject) {
 	}
 	if p.amount > remaining {
 		what := "unrefunded amount on charge"
-		if pi.AmountRefunded == 0 {
+		if pi.AmountRefunded+pi.released() == 0 {
 			what = "charge amount"
 		}
 		return -1, &errorObject{

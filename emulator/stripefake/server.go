@@ -37,6 +37,13 @@ type Options struct {
 	// strongly consistent. Chaos.SearchLag overrides it while set. Retrieve
 	// and list are never delayed.
 	SearchLag time.Duration
+	// AuthorizationWindow is how long a PaymentIntent confirmed with
+	// capture_method=manual can be captured: that long after its creation,
+	// by the server's clock, the emulator cancels it if it is still
+	// requires_capture (cancellation_reason "automatic", event
+	// payment_intent.canceled), as Stripe does. Zero means 7 days, Stripe's
+	// default; see authorizations.go.
+	AuthorizationWindow time.Duration
 
 	// WebhookURL, when set, receives a signed Stripe event for every state
 	// change (see webhooks.go): the URL of a webhook endpoint, or several
@@ -70,6 +77,11 @@ type Server struct {
 	ttl  time.Duration
 	lag  time.Duration
 	mux  *http.ServeMux
+	// authWindow is Options.AuthorizationWindow; nextExpiry the earliest
+	// end of a window among the authorizations held (UnixNano by the
+	// server's clock, 0: none), read without the lock before every request.
+	authWindow time.Duration
+	nextExpiry atomic.Int64
 
 	mu         sync.Mutex
 	rng        *rand.Rand
@@ -82,9 +94,15 @@ type Server struct {
 	refunds    []storedRefund
 	refundByID map[string]int // refund id -> index in refunds
 	outcomes   map[string]RefundOutcome
+	held       map[string]struct{} // ids of the PaymentIntents requires_capture
 	idem       map[idemKey]*idemEntry
 	sinceSweep int
 	stats      Stats
+
+	// The timer that cancels authorizations at the end of their window
+	// (authorizations.go); expiryStopped once Close stopped it.
+	expiryTimer   *time.Timer
+	expiryStopped bool
 
 	// Webhooks (webhooks.go): hooks is nil without Options.WebhookURL.
 	hooks    *webhookSender
@@ -105,12 +123,14 @@ func New(opts Options) *Server {
 		base:       opts.Now,
 		ttl:        opts.IdempotencyTTL,
 		lag:        max(opts.SearchLag, 0),
+		authWindow: opts.AuthorizationWindow,
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		release:    make(chan struct{}),
 		byID:       make(map[string]int),
 		byCharge:   make(map[string]int),
 		refundByID: make(map[string]int),
 		outcomes:   make(map[string]RefundOutcome),
+		held:       make(map[string]struct{}),
 		idem:       make(map[idemKey]*idemEntry),
 		hookRng:    rand.New(rand.NewPCG(seed^0x5851f42d4c957f2d, seed)),
 		disputed:   make(map[string]int),
@@ -121,11 +141,16 @@ func New(opts Options) *Server {
 	if s.ttl <= 0 {
 		s.ttl = defaultIdempotencyTTL
 	}
+	if s.authWindow <= 0 {
+		s.authWindow = defaultAuthorizationWindow
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/payment_intents", s.authed(s.handleCreate))
 	mux.HandleFunc("GET /v1/payment_intents", s.authed(s.handleList))
 	mux.HandleFunc("GET /v1/payment_intents/search", s.authed(s.handleSearch))
 	mux.HandleFunc("GET /v1/payment_intents/{id}", s.authed(s.handleRetrieve))
+	mux.HandleFunc("POST /v1/payment_intents/{id}/capture", s.authed(s.handleCapture))
+	mux.HandleFunc("POST /v1/payment_intents/{id}/cancel", s.authed(s.handleCancel))
 	mux.HandleFunc("POST /v1/refunds", s.authed(s.handleRefundCreate))
 	mux.HandleFunc("GET /v1/refunds", s.authed(s.handleRefundList))
 	mux.HandleFunc("GET /v1/refunds/{id}", s.authed(s.handleRefundRetrieve))
@@ -161,6 +186,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Stripe-Version", v)
 	}
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	// No request sees an authorization past its window.
+	s.expireDue()
 	s.mux.ServeHTTP(rec, r)
 	s.log.Debug().
 		Str("request_id", reqID).
@@ -177,6 +204,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireDueLocked()
 	return s.stats
 }
 

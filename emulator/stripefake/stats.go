@@ -30,12 +30,13 @@ type Stats struct {
 	FaultsIdempotencyError int64 `json:"faults_idempotency_error"`
 	// OutliveClients counts requests that took a FaultOutliveClient.
 	OutliveClients int64 `json:"outlive_clients"`
-	// ClientsGone counts executed creates (of PaymentIntents or refunds)
-	// whose client had gone when the result was saved: the object (if any)
-	// exists, the answer was not delivered.
+	// ClientsGone counts executed writes (creates of PaymentIntents or
+	// refunds, captures, cancels) whose client had gone when the result was
+	// saved: the write took place, the answer was not delivered.
 	ClientsGone int64 `json:"clients_gone"`
-	// ExecutingNow is the number of creates (of PaymentIntents or refunds)
-	// executing right now, including those whose client has gone.
+	// ExecutingNow is the number of writes (creates of PaymentIntents or
+	// refunds, captures, cancels) executing right now, including those whose
+	// client has gone.
 	ExecutingNow int64 `json:"executing_now"`
 	// LostAnswers counts connections dropped by FaultLostAnswer or chaos.
 	LostAnswers int64 `json:"lost_answers"`
@@ -56,6 +57,27 @@ type Stats struct {
 	Lists int64 `json:"lists"`
 	// Retrieves counts PaymentIntent retrieve requests, including 404s.
 	Retrieves int64 `json:"retrieves"`
+
+	// Manual capture (see capture.go and authorizations.go). Captures and
+	// cancels draw faults like creates, and those count in the fault
+	// counters above; their refusals (a status that does not allow them, an
+	// amount above what is capturable, an unknown PaymentIntent) count in
+	// InvalidRequests.
+	// Authorizations counts PaymentIntents that became requires_capture.
+	Authorizations int64 `json:"authorizations"`
+	// CaptureRequests counts authenticated POST
+	// /v1/payment_intents/{id}/capture requests, replays included.
+	CaptureRequests int64 `json:"capture_requests"`
+	// Captures counts PaymentIntents captured.
+	Captures int64 `json:"captures"`
+	// CancelRequests counts authenticated POST
+	// /v1/payment_intents/{id}/cancel requests, replays included.
+	CancelRequests int64 `json:"cancel_requests"`
+	// Cancels counts PaymentIntents canceled by a cancel request.
+	Cancels int64 `json:"cancels"`
+	// AuthorizationsExpired counts authorizations the emulator canceled at
+	// the end of their window (Options.AuthorizationWindow).
+	AuthorizationsExpired int64 `json:"authorizations_expired"`
 
 	// RefundCreateRequests counts authenticated POST /v1/refunds requests,
 	// replays included. They draw faults like PaymentIntent creates, and

@@ -15,7 +15,14 @@ import (
 //     payment_intent.succeeded or, for a decline, payment_intent.payment_failed,
 //     or for pm_card_processing payment_intent.processing;
 //   - a processing PaymentIntent moved on (SetPaymentIntentStatus):
-//     payment_intent.succeeded or payment_intent.payment_failed;
+//     payment_intent.succeeded or payment_intent.payment_failed (or
+//     payment_intent.amount_capturable_updated with manual capture);
+//   - with capture_method=manual, a PaymentIntent authorized:
+//     payment_intent.amount_capturable_updated (after
+//     payment_intent.created); captured: payment_intent.succeeded;
+//   - a PaymentIntent canceled: payment_intent.canceled, by the cancel
+//     request or, for an authorization not captured in time, by the
+//     emulator (no request);
 //   - a refund created: refund.created (with the status its create answer
 //     shows), and refund.updated for every later change of its status
 //     (SetRefundStatus, or a refund of pm_card_refundFail failing), with
@@ -149,9 +156,12 @@ func (p webhookPlan) names() []string {
 }
 
 // Close stops delivering events: attempts in flight are cut short, and
-// events not delivered yet stay pending. Serve calls it when it returns.
-// It is safe to call more than once, and a no-op without webhooks.
+// events not delivered yet stay pending. It also stops the timer that
+// cancels authorizations at the end of their window (from then on they are
+// canceled only when a request or a call comes). Serve calls it when it
+// returns. It is safe to call more than once.
 func (s *Server) Close() {
+	s.stopExpiryTimer()
 	h := s.hooks
 	if h == nil {
 		return
@@ -171,6 +181,7 @@ func (s *Server) Close() {
 func (s *Server) Events() []Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireDueLocked()
 	out := make([]Event, len(s.events))
 	for i, ev := range s.events {
 		out[i] = *ev
@@ -179,9 +190,10 @@ func (s *Server) Events() []Event {
 }
 
 // emitIntentLocked makes the events of a PaymentIntent just created by the
-// request reqID: payment_intent.created, then payment_intent.succeeded or
-// payment_intent.payment_failed once it was confirmed. The caller holds
-// s.mu.
+// request reqID: payment_intent.created, then, once it was confirmed,
+// payment_intent.succeeded, payment_intent.amount_capturable_updated
+// (authorized, capture_method=manual), payment_intent.processing or
+// payment_intent.payment_failed. The caller holds s.mu.
 func (s *Server) emitIntentLocked(pi PaymentIntent, reqID, idempotencyKey string) {
 	if s.hooks == nil {
 		return
@@ -191,6 +203,8 @@ func (s *Server) emitIntentLocked(pi PaymentIntent, reqID, idempotencyKey string
 	switch {
 	case pi.Status == StatusSucceeded:
 		s.emitLocked("payment_intent.succeeded", pi.ID, pi.wire(), req)
+	case pi.Status == StatusRequiresCapture:
+		s.emitLocked("payment_intent.amount_capturable_updated", pi.ID, pi.wire(), req)
 	case pi.Status == StatusProcessing:
 		s.emitLocked("payment_intent.processing", pi.ID, pi.wire(), req)
 	case pi.DeclineCode != "":

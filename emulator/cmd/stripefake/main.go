@@ -2,7 +2,7 @@
 // own: for `make run`, the bench and chaos runs, and the demo stack of
 // docker-compose.yml. `paymentsd stripefake` runs this program.
 //
-//	stripefake [--addr A] [--webhook-url U --webhook-secret S [--webhook-latency D]]
+//	stripefake [--addr A] [--authorization-window D] [--webhook-url U --webhook-secret S [--webhook-latency D]]
 //
 // A command line that does not parse gets one line naming what is wrong and
 // the usage on stderr, with exit code 2; --help prints the usage and the
@@ -28,13 +28,14 @@ import (
 	"github.com/paymentsd/paymentsd/emulator/stripefake"
 )
 
-const usageLine = "usage: stripefake [--addr A] [--webhook-url U --webhook-secret S [--webhook-latency D]]"
+const usageLine = "usage: stripefake [--addr A] [--authorization-window D] [--webhook-url U --webhook-secret S [--webhook-latency D]]"
 
 // about is the help's description of the program.
-const about = `Serves the stateful Stripe emulator: PaymentIntents and Refunds with Stripe's idempotency rules,
-and admin endpoints under /_fake/ (stats, fault injection, events, disputes). They have no
-authentication: keep it on loopback. With --webhook-url it signs a Stripe event for every state
-change with --webhook-secret and POSTs it there, retrying until answered 2xx.`
+const about = `Serves the stateful Stripe emulator: PaymentIntents (with manual capture: capture, cancel)
+and Refunds with Stripe's idempotency rules, and admin endpoints under /_fake/ (stats, fault
+injection, events, disputes). They have no authentication: keep it on loopback. With --webhook-url
+it signs a Stripe event for every state change with --webhook-secret and POSTs it there, retrying
+until answered 2xx.`
 
 // levelEnv sets the log level, as it does for paymentsd: trace, debug,
 // info (the default), warn or error. Logs are JSON lines on stderr, or
@@ -66,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	opts.Logger = log
-	ev := log.Info().Str("addr", addr)
+	ev := log.Info().Str("addr", addr).Dur("authorization_window", opts.AuthorizationWindow)
 	if opts.WebhookURL != "" {
 		ev = ev.Str("webhook_url", opts.WebhookURL)
 	}
@@ -84,6 +85,7 @@ func flags() (*flag.FlagSet, *string, *stripefake.Options) {
 	fs.SetOutput(io.Discard)
 	opts := &stripefake.Options{}
 	addr := fs.String("addr", "127.0.0.1:12111", "listen on address `A`")
+	fs.DurationVar(&opts.AuthorizationWindow, "authorization-window", 7*24*time.Hour, "cancel a PaymentIntent confirmed with capture_method=manual and not captured `D` after its creation (cancellation_reason automatic), as Stripe does after 7 days")
 	fs.StringVar(&opts.WebhookURL, "webhook-url", "", "send a signed Stripe event for every state change to `U` (several URLs, comma-separated, are taken in turn)")
 	fs.StringVar(&opts.WebhookSecret, "webhook-secret", "", "sign the events with secret `S`: the endpoint's STRIPE_WEBHOOK_SECRET")
 	fs.DurationVar(&opts.WebhookLatency, "webhook-latency", 100*time.Millisecond, "send each event `D` after its change at the earliest, as Stripe's asynchronous delivery does, after the API's answer")
@@ -101,6 +103,7 @@ func parse(args []string) (stripefake.Options, string, error) {
 		// The flag package names flags with one dash; the help, with two.
 		msg := strings.Replace(err.Error(), "flag provided but not defined: -", "unknown flag: --", 1)
 		msg = strings.Replace(msg, "argument: -", "argument: --", 1)
+		msg = strings.Replace(msg, "for flag -", "for flag --", 1)
 		return stripefake.Options{}, "", errors.New(msg)
 	}
 	switch {
@@ -112,6 +115,8 @@ func parse(args []string) (stripefake.Options, string, error) {
 		return stripefake.Options{}, "", errors.New("--webhook-secret needs --webhook-url")
 	case opts.WebhookLatency < 0:
 		return stripefake.Options{}, "", fmt.Errorf("--webhook-latency must not be negative, got %s", opts.WebhookLatency)
+	case opts.AuthorizationWindow <= 0:
+		return stripefake.Options{}, "", fmt.Errorf("--authorization-window must be positive, got %s", opts.AuthorizationWindow)
 	}
 	if opts.WebhookURL != "" {
 		for _, raw := range strings.Split(opts.WebhookURL, ",") {
