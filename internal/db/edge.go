@@ -27,9 +27,6 @@ func (p *Pool) Driver() *pgxpool.Pool { return p.pool }
 // Close closes the pool.
 func (p *Pool) Close() { p.pool.Close() }
 
-// Ping checks that the store answers.
-func (p *Pool) Ping(ctx context.Context) error { return InterpretError(p.pool.Ping(ctx)) }
-
 func (p *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	return exec(ctx, p.pool, sql, args)
 }

@@ -188,7 +188,3 @@ func (r *Run) Now() time.Time {
 
 // RecoveryPoint is where the run stands.
 func (r *Run) RecoveryPoint() RecoveryPoint { return RecoveryPoint(r.Key.RecoveryPoint) }
-
-// Age is how long ago the key was created; steps use it to respect a remote
-// party's idempotency window.
-func (r *Run) Age() time.Duration { return time.Since(r.Key.CreatedAt) }
