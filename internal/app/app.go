@@ -23,6 +23,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/metrics"
 	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/phases/captures"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/phases/refunds"
 	"github.com/paymentsd/paymentsd/internal/ratelimit"
@@ -131,6 +132,7 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 	charger := payments.NewCharger(opts.Stripe)
 	receipt := workers.EnqueueReceipt
 	refunder := refunds.NewRefunder(charger)
+	capturer := captures.NewStripe(charger)
 	endpoints := []api.Endpoint{{
 		Method: payments.Method, Pattern: payments.Path, Noun: "payment",
 		Flow:   payments.NewFlow(pool, namespace, charger, receipt),
@@ -140,6 +142,11 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 		Flow:   refunds.NewFlow(pool, namespace, refunder),
 		Decode: refunds.Decode,
 		Admit:  refunds.AdmitRefund(pool),
+	}, {
+		Method: http.MethodPost, Pattern: payments.Path + "/{id}/capture", Noun: "capture",
+		Flow:   captures.NewCaptureFlow(namespace, capturer, receipt),
+		Decode: captures.DecodeCapture,
+		Admit:  captures.Admit(pool),
 	}}
 
 	if opts.RequestTimeout <= 0 {

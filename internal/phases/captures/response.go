@@ -1,0 +1,58 @@
+package captures
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
+	"github.com/paymentsd/paymentsd/internal/problem"
+)
+
+// okResponse is the answer of a capture or cancel that took: 200 and the
+// payment as it now stands.
+func okResponse(p *dbsqlc.Payment) *phases.Response {
+	body, _ := json.Marshal(payments.ViewOf(p)) // strings, numbers and a time: cannot fail
+	return &phases.Response{
+		Status:  http.StatusOK,
+		Headers: map[string]string{"Content-Type": "application/json"},
+		Body:    append(body, '\n'),
+	}
+}
+
+// refused is the stored 400 of an action the payment does not allow: it is
+// not an authorization (any more), or another key claimed it first.
+func refused(action Action, p *dbsqlc.Payment, claimed bool) *phases.Response {
+	id := payments.ID(p)
+	t, verb := problem.PaymentNotCapturable, "captured"
+	if action == Cancel {
+		t, verb = problem.PaymentNotCancelable, "canceled"
+	}
+	detail := fmt.Sprintf("Payment %s is %s (capture_method %s): only an authorized payment (requires_capture) can be %s.",
+		id, p.Status, p.CaptureMethod, verb)
+	if claimed {
+		detail = fmt.Sprintf("Payment %s is being captured or canceled under another Idempotency-Key.", id)
+	}
+	prob := problem.New(t, detail)
+	prob.PaymentID = id
+	return problemResponse(prob)
+}
+
+// exceedsAuthorization is the stored 400 of a capture of more than was
+// authorized.
+func exceedsAuthorization(p *dbsqlc.Payment, amount int64) *phases.Response {
+	prob := problem.New(problem.CaptureExceedsAuthorization,
+		fmt.Sprintf("A capture of %d exceeds the %d authorized for payment %s.", amount, p.Amount, payments.ID(p)))
+	prob.PaymentID = payments.ID(p)
+	return problemResponse(prob)
+}
+
+func problemResponse(p *problem.Problem) *phases.Response {
+	return &phases.Response{
+		Status:  p.Status,
+		Headers: map[string]string{"Content-Type": problem.ContentType},
+		Body:    append(p.JSON(), '\n'),
+	}
+}
