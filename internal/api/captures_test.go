@@ -121,6 +121,13 @@ func postCapture(t testing.TB, svc *testutil.Service, apiKey, idemKey, paymentID
 		"Authorization", "Bearer "+apiKey, "Idempotency-Key", idemKey, "Content-Type", "application/json")
 }
 
+// postCancel sends POST /payments/{id}/cancel.
+func postCancel(t testing.TB, svc *testutil.Service, apiKey, idemKey, paymentID string) *testutil.Response {
+	t.Helper()
+	return svc.Do(t, http.MethodPost, "/payments/"+paymentID+"/cancel", `{}`,
+		"Authorization", "Bearer "+apiKey, "Idempotency-Key", idemKey, "Content-Type", "application/json")
+}
+
 // TestCaptures covers POST /payments/{id}/capture and its rules.
 func TestCaptures(t *testing.T) {
 	t.Parallel()
@@ -238,6 +245,39 @@ func TestCaptures(t *testing.T) {
 		require.Equal(t, 1, receipts(t, svc))
 	})
 
+	// A capture and a cancel of one payment at once, on several payments:
+	// one of each pair wins, the other gets its stored 400, and Stripe
+	// does exactly what the winner said.
+	t.Run("CaptureRacingCancelOneWins", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		const n = 6
+		for i := range n {
+			p := authorized(t, svc, bundle.apiKey, fmt.Sprintf("auth-%d", i))
+			capture := testutil.Go(t, func(t testing.TB) *testutil.Response {
+				return postCapture(t, svc, bundle.apiKey, fmt.Sprintf("cap-%d", i), p.ID, `{}`)
+			})
+			cancel := testutil.Go(t, func(t testing.TB) *testutil.Response {
+				return postCancel(t, svc, bundle.apiKey, fmt.Sprintf("cancel-%d", i), p.ID)
+			})
+			captured, canceled := capture(), cancel()
+			pi := stripePI(t, svc, *p.StripePaymentIntentID)
+			if captured.Status == http.StatusOK {
+				requireProblem(t, canceled, http.StatusBadRequest, "payment-not-cancelable")
+				require.Equal(t, stripefake.StatusSucceeded, pi.Status)
+			} else {
+				requireProblem(t, captured, http.StatusBadRequest, "payment-not-capturable")
+				require.Equal(t, http.StatusOK, canceled.Status, "body: %s", canceled.Body)
+				require.Equal(t, "canceled", decode[payment](t, canceled).Status)
+				require.Equal(t, stripefake.StatusCanceled, pi.Status)
+			}
+		}
+		stats := svc.Stripe.Stats()
+		require.EqualValues(t, n, stats.CaptureRequests+stats.CancelRequests, "one call per payment")
+		require.EqualValues(t, n, stats.Captures+stats.Cancels)
+		require.EqualValues(t, stats.Captures, receipts(t, svc))
+	})
+
 	t.Run("Faults", func(t *testing.T) {
 		t.Parallel()
 		// A 500 that did capture and a lost answer: the PaymentIntent, read
@@ -338,4 +378,76 @@ func TestCaptures(t *testing.T) {
 		require.Zero(t, svc.Stripe.Stats().Captures)
 		require.Zero(t, receipts(t, svc))
 	})
+}
+
+// TestCancels covers POST /payments/{id}/cancel.
+func TestCancels(t *testing.T) {
+	t.Parallel()
+
+	setup := func(t *testing.T) (*testutil.Service, string) {
+		t.Helper()
+		svc := testutil.StartService(t, testutil.ServiceOptions{})
+		_, apiKey := svc.NewUser(t)
+		return svc, apiKey
+	}
+
+	t.Run("CancelReleasesTheAuthorization", func(t *testing.T) {
+		t.Parallel()
+		svc, apiKey := setup(t)
+		p := authorized(t, svc, apiKey, "auth")
+
+		resp := postCancel(t, svc, apiKey, "cancel", p.ID)
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		canceled := decode[payment](t, resp)
+		require.Equal(t, "canceled", canceled.Status)
+		require.Zero(t, canceled.AmountCaptured)
+		require.Equal(t, stripefake.StatusCanceled, stripePI(t, svc, *p.StripePaymentIntentID).Status)
+		replay := postCancel(t, svc, apiKey, "cancel", p.ID)
+		require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+		require.Equal(t, string(resp.Body), string(replay.Body))
+
+		requireProblem(t, postCancel(t, svc, apiKey, "cancel-2", p.ID), http.StatusBadRequest, "payment-not-cancelable")
+		requireProblem(t, postCapture(t, svc, apiKey, "cap", p.ID, `{}`), http.StatusBadRequest, "payment-not-capturable")
+		requireProblem(t, postRefund(t, svc, apiKey, "refund", p.ID, `{}`), http.StatusBadRequest, "payment-not-refundable")
+		requireProblem(t, svc.Do(t, http.MethodPost, "/payments/"+p.ID+"/cancel", `{"reason": "x"}`,
+			"Authorization", "Bearer "+apiKey, "Idempotency-Key", "bad", "Content-Type", "application/json"),
+			http.StatusBadRequest, "invalid-request")
+		require.EqualValues(t, 1, svc.Stripe.Stats().CancelRequests)
+		require.Zero(t, svc.Stripe.Stats().CaptureRequests)
+		require.Zero(t, receipts(t, svc))
+	})
+
+	t.Run("AutomaticPaymentIsNotCancelable", func(t *testing.T) {
+		t.Parallel()
+		svc, apiKey := setup(t)
+		p := paid(t, svc, apiKey, "pay")
+		require.Equal(t, p.ID, requireProblem(t, postCancel(t, svc, apiKey, "cancel", p.ID), http.StatusBadRequest, "payment-not-cancelable").PaymentID)
+		require.Zero(t, svc.Stripe.Stats().CancelRequests)
+	})
+}
+
+// TestCancelFaults: a cancel whose answer was lost, or that did cancel
+// behind a 500, is read back from the PaymentIntent and answers 200 at
+// once; one that did not is sent again under the next key.
+func TestCancelFaults(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []stripefake.FaultKind{stripefake.FaultLostAnswer, stripefake.Fault500Charged, stripefake.Fault500} {
+		t.Run(kind.String(), func(t *testing.T) {
+			t.Parallel()
+			svc := testutil.StartService(t, testutil.ServiceOptions{})
+			_, apiKey := svc.NewUser(t)
+			p := authorized(t, svc, apiKey, "auth")
+			svc.Stripe.Inject(stripefake.Fault{Kind: kind, Op: stripefake.OpCancelPaymentIntent})
+
+			resp := postCancel(t, svc, apiKey, "cancel", p.ID)
+			if kind == stripefake.Fault500 {
+				requireProblem(t, resp, http.StatusServiceUnavailable, "processor-unavailable")
+				resp = postCancel(t, svc, apiKey, "cancel", p.ID)
+			}
+			require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+			require.Equal(t, "canceled", decode[payment](t, resp).Status)
+			require.EqualValues(t, 1, svc.Stripe.Stats().Cancels)
+			require.Equal(t, stripefake.StatusCanceled, stripePI(t, svc, *p.StripePaymentIntentID).Status)
+		})
+	}
 }

@@ -328,7 +328,7 @@ func TestContract(t *testing.T) {
 		c.run(t, get("/payments?limit=1000", bundle.apiKey).want(http.StatusBadRequest).bad())
 	})
 
-	t.Run("capture", func(t *testing.T) {
+	t.Run("capture and cancel", func(t *testing.T) {
 		const manual = `{"amount": 2000, "currency": "usd", "payment_method": "pm_card_visa", "capture_method": "manual"}`
 		authorize := func(key string) string {
 			made := c.run(t, post(bundle.apiKey, key, manual).want(http.StatusCreated))
@@ -352,11 +352,18 @@ func TestContract(t *testing.T) {
 		require.Equal(t, captured.Body, replay.Body)
 		c.run(t, to(id, "capture", "cap-1", `{}`).want(http.StatusUnprocessableEntity))
 		c.run(t, to(id, "capture", "cap-2", `{}`).want(http.StatusBadRequest))
+		c.run(t, to(id, "cancel", "cancel-1", `{}`).want(http.StatusBadRequest))
 
 		id = authorize("auth-2")
 		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500, Op: stripefake.OpCapturePaymentIntent})
 		c.run(t, to(id, "capture", "cap-3", `{}`).want(http.StatusServiceUnavailable))
 		c.run(t, to(id, "capture", "cap-3", `{}`).want(http.StatusOK)) // resumes
+
+		id = authorize("auth-3")
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500, Op: stripefake.OpCancelPaymentIntent})
+		c.run(t, to(id, "cancel", "cancel-2", `{}`).want(http.StatusServiceUnavailable))
+		c.run(t, to(id, "cancel", "cancel-2", `{}`).want(http.StatusOK)) // resumes
+		c.run(t, to(id, "cancel", "cancel-3", `{"reason": "x"}`).want(http.StatusBadRequest).bad())
 		c.run(t, get("/payments/"+id, bundle.apiKey).want(http.StatusOK))
 	})
 

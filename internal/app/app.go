@@ -147,6 +147,11 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 		Flow:   captures.NewCaptureFlow(namespace, capturer, receipt),
 		Decode: captures.DecodeCapture,
 		Admit:  captures.Admit(pool),
+	}, {
+		Method: http.MethodPost, Pattern: payments.Path + "/{id}/cancel", Noun: "cancel",
+		Flow:   captures.NewCancelFlow(namespace, capturer, receipt),
+		Decode: captures.DecodeCancel,
+		Admit:  captures.Admit(pool),
 	}}
 
 	if opts.RequestTimeout <= 0 {
