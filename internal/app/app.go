@@ -167,9 +167,10 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 	if opts.WebhookSecret != "" {
 		hooks = &webhooks.Handler{
 			Pool: pool, Secret: opts.WebhookSecret, Namespace: namespace,
-			Payments: &payments.EventSettler{Engine: engine, Receipt: receipt},
-			Refunds:  &refunds.EventSettler{Engine: engine},
-			Observe:  func(eventType, outcome string) { m.WebhookEvents.WithLabelValues(eventType, outcome).Inc() },
+			Payments: &payments.EventSettler{Engine: engine, Receipt: receipt,
+				Captures: (&captures.EventSettler{Engine: engine, Receipt: receipt}).Settle},
+			Refunds: &refunds.EventSettler{Engine: engine},
+			Observe: func(eventType, outcome string) { m.WebhookEvents.WithLabelValues(eventType, outcome).Inc() },
 		}
 	}
 	alive := &liveness{deadAfter: engineCfg.DeadAfter}
