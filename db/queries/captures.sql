@@ -10,11 +10,13 @@ FOR UPDATE;
 
 -- PaymentClaimForCapture claims the locked payment for one capture or
 -- cancel key: a later key finds it claimed and is refused, so one payment
--- reaches Stripe under one key.
+-- reaches Stripe under one key. The key's Stripe keys count from 1: an
+-- earlier claim released by an operator spent its own.
 -- name: PaymentClaimForCapture :one
 UPDATE payments
-SET capture_key_id = @capture_key_id,
-    updated_at     = now()
+SET capture_key_id  = @capture_key_id,
+    capture_attempt = 1,
+    updated_at      = now()
 WHERE id = @id
   AND capture_key_id IS NULL
 RETURNING *;
@@ -61,3 +63,14 @@ WITH payment AS (
 )
 SELECT *
 FROM payment;
+
+-- PaymentReleaseCapture frees an authorization an operator found its
+-- claiming key never captured nor canceled, so another key may.
+-- name: PaymentReleaseCapture :one
+UPDATE payments
+SET capture_key_id = NULL,
+    updated_at     = now()
+WHERE id = @id
+  AND capture_key_id = @capture_key_id
+  AND status = 'requires_capture'
+RETURNING *;

@@ -76,12 +76,14 @@ type App struct {
 	// await an operator; Resolve picks the one a key needs.
 	Resolver       *payments.Resolver
 	RefundResolver *refunds.Resolver
-	opts           Options
-	serving        chan struct{}
-	engineCfg      phases.Config
-	flows          []phases.AnyFlow
-	alive          *liveness
-	history        *historyWatch
+	// CaptureResolver settles capture and cancel keys.
+	CaptureResolver *captures.Resolver
+	opts            Options
+	serving         chan struct{}
+	engineCfg       phases.Config
+	flows           []phases.AnyFlow
+	alive           *liveness
+	history         *historyWatch
 }
 
 // New wires the service over pool.
@@ -184,27 +186,29 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 		return nil, err
 	}
 	return &App{
-		serving:        make(chan struct{}),
-		engineCfg:      engineCfg,
-		flows:          flowsOf(endpoints),
-		Pool:           pool,
-		Engine:         engine,
-		River:          riverClient,
-		Receipts:       workers.NewDispatcher(pool, opts.Workers),
-		Handler:        server.Handler(),
-		Metrics:        m,
-		InstanceID:     instanceID,
-		Resolver:       &payments.Resolver{Engine: engine, Charger: charger, Namespace: namespace, Receipt: receipt},
-		RefundResolver: &refunds.Resolver{Engine: engine, Refunder: refunder, Namespace: namespace},
-		opts:           opts,
-		alive:          alive,
-		history:        history,
+		serving:         make(chan struct{}),
+		engineCfg:       engineCfg,
+		flows:           flowsOf(endpoints),
+		Pool:            pool,
+		Engine:          engine,
+		River:           riverClient,
+		Receipts:        workers.NewDispatcher(pool, opts.Workers),
+		Handler:         server.Handler(),
+		Metrics:         m,
+		InstanceID:      instanceID,
+		Resolver:        &payments.Resolver{Engine: engine, Charger: charger, Namespace: namespace, Receipt: receipt},
+		RefundResolver:  &refunds.Resolver{Engine: engine, Refunder: refunder, Namespace: namespace},
+		CaptureResolver: &captures.Resolver{Engine: engine, Stripe: capturer, Receipt: receipt},
+		opts:            opts,
+		alive:           alive,
+		history:         history,
 	}, nil
 }
 
 // Resolve settles key keyID, which awaits an operator, as charged by the
 // Stripe object stripeID (a PaymentIntent for a payment, a Refund for a
-// refund) or, with an empty stripeID, as not charged. It returns
+// refund, the payment's PaymentIntent, captured, for a capture or cancel)
+// or, with an empty stripeID, as not charged (not captured). It returns
 // phases.ErrNotAwaitingOperator for a key that does not await one.
 func (a *App) Resolve(ctx context.Context, keyID int64, stripeID string) (*phases.Response, error) {
 	key, err := dbsqlc.New().IdempotencyKeyGetByID(ctx, a.Pool, keyID)
@@ -224,6 +228,10 @@ func (a *App) Resolve(ctx context.Context, keyID int64, stripeID string) (*phase
 		r = a.Resolver
 	case refunds.FlowName:
 		r = a.RefundResolver
+	case captures.CaptureFlowName, captures.CancelFlowName:
+		// "charged" is captured by the payment's PaymentIntent, "not
+		// charged" not captured.
+		r = a.CaptureResolver
 	default:
 		return nil, fmt.Errorf("keys of flow %q cannot be resolved by an operator", key.Flow)
 	}

@@ -14,8 +14,9 @@ import (
 
 const paymentClaimForCapture = `-- name: PaymentClaimForCapture :one
 UPDATE payments
-SET capture_key_id = $1,
-    updated_at     = now()
+SET capture_key_id  = $1,
+    capture_attempt = 1,
+    updated_at      = now()
 WHERE id = $2
   AND capture_key_id IS NULL
 RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
@@ -28,7 +29,8 @@ type PaymentClaimForCaptureParams struct {
 
 // PaymentClaimForCapture claims the locked payment for one capture or
 // cancel key: a later key finds it claimed and is refused, so one payment
-// reaches Stripe under one key.
+// reaches Stripe under one key. The key's Stripe keys count from 1: an
+// earlier claim released by an operator spent its own.
 func (q *Queries) PaymentClaimForCapture(ctx context.Context, db DBTX, arg *PaymentClaimForCaptureParams) (*Payment, error) {
 	row := db.QueryRow(ctx, paymentClaimForCapture, arg.CaptureKeyID, arg.ID)
 	var i Payment
@@ -276,6 +278,57 @@ func (q *Queries) PaymentRecordCapture(ctx context.Context, db DBTX, arg *Paymen
 		arg.By,
 	)
 	var i PaymentRecordCaptureRow
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.IdempotencyKeyID,
+		&i.Amount,
+		&i.Currency,
+		&i.PaymentMethod,
+		&i.Description,
+		&i.Status,
+		&i.StripePaymentIntentID,
+		&i.FailureCode,
+		&i.FailureMessage,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChargeAttempt,
+		&i.ChargeAttemptSpentAt,
+		&i.AmountRefunded,
+		&i.AmountReserved,
+		&i.ChargeAttemptAt,
+		&i.IntentID,
+		&i.DisputedAt,
+		&i.PublicID,
+		&i.LegacyID,
+		&i.CaptureMethod,
+		&i.AmountCaptured,
+		&i.CaptureKeyID,
+		&i.CaptureAttempt,
+	)
+	return &i, err
+}
+
+const paymentReleaseCapture = `-- name: PaymentReleaseCapture :one
+UPDATE payments
+SET capture_key_id = NULL,
+    updated_at     = now()
+WHERE id = $1
+  AND capture_key_id = $2
+  AND status = 'requires_capture'
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+`
+
+type PaymentReleaseCaptureParams struct {
+	ID           int64
+	CaptureKeyID *int64
+}
+
+// PaymentReleaseCapture frees an authorization an operator found its
+// claiming key never captured nor canceled, so another key may.
+func (q *Queries) PaymentReleaseCapture(ctx context.Context, db DBTX, arg *PaymentReleaseCaptureParams) (*Payment, error) {
+	row := db.QueryRow(ctx, paymentReleaseCapture, arg.ID, arg.CaptureKeyID)
+	var i Payment
 	err := row.Scan(
 		&i.ID,
 		&i.UserID,

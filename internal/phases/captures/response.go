@@ -25,18 +25,26 @@ func okResponse(p *dbsqlc.Payment) *phases.Response {
 // refused is the stored 400 of an action the payment does not allow: it is
 // not an authorization (any more), or another key claimed it first.
 func refused(action Action, p *dbsqlc.Payment, claimed bool) *phases.Response {
-	id := payments.ID(p)
-	t, verb := problem.PaymentNotCapturable, "captured"
+	verb := "captured"
 	if action == Cancel {
-		t, verb = problem.PaymentNotCancelable, "canceled"
+		verb = "canceled"
 	}
 	detail := fmt.Sprintf("Payment %s is %s (capture_method %s): only an authorized payment (requires_capture) can be %s.",
-		id, p.Status, p.CaptureMethod, verb)
+		payments.ID(p), p.Status, p.CaptureMethod, verb)
 	if claimed {
-		detail = fmt.Sprintf("Payment %s is being captured or canceled under another Idempotency-Key.", id)
+		detail = fmt.Sprintf("Payment %s is being captured or canceled under another Idempotency-Key.", payments.ID(p))
+	}
+	return refusal(action, p, detail)
+}
+
+// refusal is the stored 400 of action on p, saying detail.
+func refusal(action Action, p *dbsqlc.Payment, detail string) *phases.Response {
+	t := problem.PaymentNotCapturable
+	if action == Cancel {
+		t = problem.PaymentNotCancelable
 	}
 	prob := problem.New(t, detail)
-	prob.PaymentID = id
+	prob.PaymentID = payments.ID(p)
 	return problemResponse(prob)
 }
 

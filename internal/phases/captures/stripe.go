@@ -28,11 +28,16 @@ const (
 type Stripe struct {
 	api     *client.API
 	timeout time.Duration
+	// quiet is how long after a run a request it sent may still take
+	// effect at Stripe and become visible (stripeonce.Rules'
+	// ExecutionBound and VisibilityMargin).
+	quiet time.Duration
 }
 
-// NewStripe shares the charger's Stripe client and its timeout.
+// NewStripe shares the charger's Stripe client, timeout and rules.
 func NewStripe(c *payments.Charger) *Stripe {
-	return &Stripe{api: c.Client(), timeout: c.Timeout()}
+	rules := c.Rules().WithDefaults()
+	return &Stripe{api: c.Client(), timeout: c.Timeout(), quiet: rules.ExecutionBound + rules.VisibilityMargin}
 }
 
 // Request is one capture or cancel of a PaymentIntent, and how far earlier
