@@ -17,6 +17,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/stripeonce"
 	"github.com/paymentsd/paymentsd/internal/testutil"
+	"github.com/paymentsd/paymentsd/internal/workers"
 )
 
 // manualVisa authorizes 2000 on a card that succeeds, to capture later.
@@ -365,6 +366,28 @@ func TestCaptures(t *testing.T) {
 				require.Equal(t, 1, receipts(t, svc))
 			})
 		}
+	})
+
+	// A capture retried after the reaper took its key: refused with the
+	// 422 that names the payment it captured, and never sent again.
+	t.Run("LateRetryAfterReapingNamesThePayment", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		svc, bundle := setup(t)
+		p := authorized(t, svc, bundle.apiKey, "auth")
+		require.Equal(t, http.StatusOK, postCapture(t, svc, bundle.apiKey, "cap", p.ID, `{}`).Status)
+
+		_, err := svc.Pool.Exec(ctx, "UPDATE idempotency_keys SET finished_at = now() - interval '2 days'")
+		require.NoError(t, err)
+		reaper := &workers.ReaperWorker{Pool: svc.Pool, Config: workers.ReaperConfig{Retention: 24 * time.Hour}, Log: testutil.Logger(t)}
+		reaped, err := reaper.RunOnce(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 2, reaped)
+
+		resp := postCapture(t, svc, bundle.apiKey, "cap", p.ID, `{}`)
+		require.Equal(t, p.ID, requireProblem(t, resp, http.StatusUnprocessableEntity, "idempotency-key-expired").PaymentID)
+		require.EqualValues(t, 1, svc.Stripe.Stats().CaptureRequests)
+		require.Equal(t, "succeeded", getPaymentOf(t, svc, bundle.apiKey, p.ID)["status"], "the payment outlives its keys")
 	})
 
 	// Stripe canceled the authorization (it expired) before the capture:
