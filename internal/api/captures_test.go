@@ -222,6 +222,29 @@ func TestCaptures(t *testing.T) {
 		})
 	})
 
+	// A capture whose outcome stayed unknown, never retried by its
+	// client: the completer resumes it, and the client's late retry gets
+	// the stored answer.
+	t.Run("CompleterFinishesAnUnknownCapture", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setupWith(t, testutil.ServiceOptions{Workers: quietCompleter})
+		p := authorized(t, svc, bundle.apiKey, "auth")
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500, Op: stripefake.OpCapturePaymentIntent})
+		requireProblem(t, postCapture(t, svc, bundle.apiKey, "cap", p.ID, `{"amount_to_capture": 900}`),
+			http.StatusServiceUnavailable, "processor-unavailable")
+
+		resumed, err := completer(svc).RunOnce(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 1, resumed)
+		require.Equal(t, "succeeded", getPaymentOf(t, svc, bundle.apiKey, p.ID)["status"])
+		late := postCapture(t, svc, bundle.apiKey, "cap", p.ID, `{"amount_to_capture": 900}`)
+		require.Equal(t, http.StatusOK, late.Status, "body: %s", late.Body)
+		require.Equal(t, "true", late.Header.Get("Idempotent-Replayed"))
+		require.EqualValues(t, 900, decode[payment](t, late).AmountCaptured)
+		require.EqualValues(t, 1, svc.Stripe.Stats().Captures)
+		require.Equal(t, 1, receipts(t, svc))
+	})
+
 	// A crash after each commit and after the call: the retry finishes the
 	// key, Stripe captured once, the receipt went out once.
 	t.Run("CrashAfterEachRecoveryPoint", func(t *testing.T) {
