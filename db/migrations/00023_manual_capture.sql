@@ -31,8 +31,11 @@ UPDATE payments SET amount_captured = amount WHERE status = 'succeeded';
 ALTER TABLE payments ADD CONSTRAINT payments_amount_captured_check
     CHECK (0 <= amount_captured AND amount_captured <= amount AND amount_reserved <= amount_captured);
 
--- A capture key's payment, when a run resumes it.
-CREATE UNIQUE INDEX payments_capture_key_id_key ON payments (capture_key_id);
+-- A capture key's payment, when a run resumes it, and the payments the
+-- reaper's key deletes must set free (ON DELETE SET NULL). Partial: a
+-- payment that no capture or cancel ever claimed (every automatic one) has
+-- no entry, so inserting a payment writes no entry here.
+CREATE UNIQUE INDEX payments_capture_key_id_key ON payments (capture_key_id) WHERE capture_key_id IS NOT NULL;
 
 -- +goose Down
 DROP INDEX payments_capture_key_id_key;
