@@ -172,6 +172,42 @@ run_step over-refund "curl -i http://127.0.0.1:8080/payments/$paid_id/refunds \\
 grep -q '^HTTP/1.1 400' "$out/last" || fail "over-refund: expected 400"
 run_step refunded "curl -s http://127.0.0.1:8080/payments/$paid_id -H \"Authorization: Bearer \$API_KEY\""
 
+say "authorize now, capture later: a partial capture, its replay, a second capture, a cancel"
+authorize() {
+  printf '%s' "curl -i http://127.0.0.1:8080/payments \\
+    -H \"Authorization: Bearer \$API_KEY\" \\
+    -H 'Idempotency-Key: \"$1\"' \\
+    -H 'Content-Type: application/json' \\
+    -d '{\"amount\": $2, \"currency\": \"usd\", \"payment_method\": \"pm_card_visa\", \"capture_method\": \"manual\"}'"
+}
+run_step authorize "$(authorize order-1006 3000)"
+grep -q '^HTTP/1.1 201' "$out/last" || fail "authorize: expected 201"
+auth_id=$(sed -n 's/^{"id":"\(pay_[0-9a-z]*\)",.*/\1/p' "$out/last")
+[ -n "$auth_id" ] || fail "authorize: no payment id"
+capture="curl -i http://127.0.0.1:8080/payments/$auth_id/capture \\
+    -H \"Authorization: Bearer \$API_KEY\" \\
+    -H 'Idempotency-Key: \"capture-1006\"' \\
+    -H 'Content-Type: application/json' \\
+    -d '{\"amount_to_capture\": 2500}'"
+run_step capture "$capture"
+grep -q '^HTTP/1.1 200' "$out/last" || fail "capture: expected 200"
+run_step capture-replay "$capture"
+run_step capture-again "curl -i http://127.0.0.1:8080/payments/$auth_id/capture \\
+    -H \"Authorization: Bearer \$API_KEY\" \\
+    -H 'Idempotency-Key: \"capture-1006-b\"' \\
+    -H 'Content-Type: application/json' \\
+    -d '{}'"
+grep -q '^HTTP/1.1 400' "$out/last" || fail "capture-again: expected 400"
+run_step cancel "$(authorize order-1007 1200)"
+cancel_id=$(sed -n 's/^{"id":"\(pay_[0-9a-z]*\)",.*/\1/p' "$out/last")
+[ -n "$cancel_id" ] || fail "cancel: no payment id"
+run_step cancel "curl -i http://127.0.0.1:8080/payments/$cancel_id/cancel \\
+    -H \"Authorization: Bearer \$API_KEY\" \\
+    -H 'Idempotency-Key: \"cancel-1007\"' \\
+    -H 'Content-Type: application/json' \\
+    -d '{}'"
+grep -q '^HTTP/1.1 200' "$out/last" || fail "cancel: expected 200"
+
 # splice DOC: the fenced block after each <!-- walk:STEP --> marker gets
 # the captured block of STEP.
 splice() {
@@ -195,7 +231,7 @@ mask() {
 }
 
 for step in create replay bare-key reused declined in-flight in-flight-second in-flight-first unknown read validation \
-  refund refund-replay over-refund refunded; do
+  refund refund-replay over-refund refunded authorize capture capture-replay capture-again cancel; do
   [ -s "$out/blocks/$step" ] || fail "step $step printed nothing"
   grep -q "^<!-- walk:$step -->\$" "$doc" || fail "$doc has no <!-- walk:$step --> marker"
 done

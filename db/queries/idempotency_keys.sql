@@ -146,10 +146,12 @@ INSERT INTO idempotency_key_tombstones (
 )
 SELECT r.user_id, r.idempotency_key, r.request_method, r.request_path, r.request_fingerprint,
        r.response_code,
-       CASE WHEN p.id IS NOT NULL THEN 'payment' WHEN rf.id IS NOT NULL THEN 'refund' END,
-       coalesce(p.id, rf.id), coalesce(p.public_id, rf.public_id), r.finished_at
+       CASE WHEN coalesce(p.id, pc.id) IS NOT NULL THEN 'payment' WHEN rf.id IS NOT NULL THEN 'refund' END,
+       coalesce(p.id, pc.id, rf.id), coalesce(p.public_id, pc.public_id, rf.public_id), r.finished_at
 FROM reaped AS r
 LEFT JOIN payments AS p ON p.idempotency_key_id = r.id
+-- A capture or cancel key names the payment it claimed.
+LEFT JOIN payments AS pc ON pc.capture_key_id = r.id
 LEFT JOIN refunds AS rf ON rf.idempotency_key_id = r.id
 ON CONFLICT (user_id, idempotency_key) DO UPDATE
 SET request_method      = excluded.request_method,

@@ -3,9 +3,9 @@
 -- name: PaymentInsert :one
 WITH payment AS (
     INSERT INTO payments (
-        user_id, idempotency_key_id, intent_id, amount, currency, payment_method, description
+        user_id, idempotency_key_id, intent_id, amount, currency, payment_method, description, capture_method
     ) VALUES (
-        @user_id, @idempotency_key_id, @intent_id, @amount, @currency, @payment_method, @description
+        @user_id, @idempotency_key_id, @intent_id, @amount, @currency, @payment_method, @description, @capture_method
     )
     RETURNING *
 ), audit AS (
@@ -46,7 +46,8 @@ WHERE user_id = @user_id
   AND legacy_id = @legacy_id;
 
 -- PaymentRecordOutcome records the charge's outcome and audits it, in one
--- statement.
+-- statement: succeeded with what was captured, requires_capture for a manual
+-- payment authorized (0 captured), or failed.
 -- name: PaymentRecordOutcome :one
 WITH payment AS (
     UPDATE payments
@@ -54,6 +55,7 @@ WITH payment AS (
         stripe_payment_intent_id = @stripe_payment_intent_id,
         failure_code             = @failure_code,
         failure_message          = @failure_message,
+        amount_captured          = @amount_captured,
         updated_at               = now()
     WHERE payments.id = sqlc.arg(id)
     RETURNING *

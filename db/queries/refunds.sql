@@ -1,9 +1,10 @@
 -- PaymentLockForRefund locks the caller's payment for a refund decision and
--- reads what its refunds already take (amount_reserved): the locking read
+-- reads what its refunds already take (amount_reserved) of what was
+-- captured (amount_captured): the locking read
 -- returns the row as the last competing refund committed it. It returns no
 -- row for a payment that is not the user's.
 -- name: PaymentLockForRefund :one
-SELECT id, public_id, amount, currency, status, stripe_payment_intent_id, amount_reserved
+SELECT id, public_id, amount, currency, status, stripe_payment_intent_id, amount_reserved, amount_captured
 FROM payments
 WHERE user_id = @user_id
   AND public_id = @public_id

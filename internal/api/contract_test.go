@@ -328,6 +328,45 @@ func TestContract(t *testing.T) {
 		c.run(t, get("/payments?limit=1000", bundle.apiKey).want(http.StatusBadRequest).bad())
 	})
 
+	t.Run("capture and cancel", func(t *testing.T) {
+		const manual = `{"amount": 2000, "currency": "usd", "payment_method": "pm_card_visa", "capture_method": "manual"}`
+		authorize := func(key string) string {
+			made := c.run(t, post(bundle.apiKey, key, manual).want(http.StatusCreated))
+			var p struct {
+				ID string `json:"id"`
+			}
+			require.NoError(t, json.Unmarshal(made.Body, &p))
+			return p.ID
+		}
+		to := func(id, action, key, body string) exchange {
+			x := post(bundle.apiKey, key, body)
+			x.path = "/payments/" + id + "/" + action
+			return x
+		}
+		id := authorize("auth-1")
+		c.run(t, to(id, "capture", "cap-0", `{"amount_to_capture": 2001}`).want(http.StatusBadRequest))
+		c.run(t, to(id, "capture", "cap-1", `{"amount_to_capture": 0}`).want(http.StatusBadRequest).bad())
+		c.run(t, to(id, "capture", "cap-1", `{}`).with("Authorization", "Bearer "+bundle.otherKey).want(http.StatusNotFound))
+		captured := c.run(t, to(id, "capture", "cap-1", `{"amount_to_capture": 1500}`).want(http.StatusOK))
+		replay := c.run(t, to(id, "capture", "cap-1", `{"amount_to_capture": 1500}`).want(http.StatusOK))
+		require.Equal(t, captured.Body, replay.Body)
+		c.run(t, to(id, "capture", "cap-1", `{}`).want(http.StatusUnprocessableEntity))
+		c.run(t, to(id, "capture", "cap-2", `{}`).want(http.StatusBadRequest))
+		c.run(t, to(id, "cancel", "cancel-1", `{}`).want(http.StatusBadRequest))
+
+		id = authorize("auth-2")
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500, Op: stripefake.OpCapturePaymentIntent})
+		c.run(t, to(id, "capture", "cap-3", `{}`).want(http.StatusServiceUnavailable))
+		c.run(t, to(id, "capture", "cap-3", `{}`).want(http.StatusOK)) // resumes
+
+		id = authorize("auth-3")
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500, Op: stripefake.OpCancelPaymentIntent})
+		c.run(t, to(id, "cancel", "cancel-2", `{}`).want(http.StatusServiceUnavailable))
+		c.run(t, to(id, "cancel", "cancel-2", `{}`).want(http.StatusOK)) // resumes
+		c.run(t, to(id, "cancel", "cancel-3", `{"reason": "x"}`).want(http.StatusBadRequest).bad())
+		c.run(t, get("/payments/"+id, bundle.apiKey).want(http.StatusOK))
+	})
+
 	t.Run("key in use", func(t *testing.T) {
 		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.FaultHang})
 		defer svc.Stripe.ReleaseHangs() // also when the test fails before it releases them

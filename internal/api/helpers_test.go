@@ -42,6 +42,9 @@ type payment struct {
 	Status                string  `json:"status"`
 	StripePaymentIntentID *string `json:"stripe_payment_intent_id"`
 	Description           *string `json:"description"`
+	CaptureMethod         string  `json:"capture_method"`
+	AmountCaptured        int64   `json:"amount_captured"`
+	AmountRefunded        int64   `json:"amount_refunded"`
 	CreatedAt             string  `json:"created_at"`
 }
 

@@ -127,6 +127,13 @@ func TestWebhooksFromTheEmulator(t *testing.T) {
 // service is up.
 func webhookRig(t *testing.T, opts testutil.ServiceOptions) *testutil.Service {
 	t.Helper()
+	return webhookRigWith(t, opts, stripefake.Options{})
+}
+
+// webhookRigWith is webhookRig with the emulator's options (an
+// authorization window, say); its webhook fields are the rig's.
+func webhookRigWith(t *testing.T, opts testutil.ServiceOptions, emOpts stripefake.Options) *testutil.Service {
+	t.Helper()
 	var target atomic.Pointer[httputil.ReverseProxy]
 	fwd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := target.Load(); p != nil {
@@ -137,10 +144,9 @@ func webhookRig(t *testing.T, opts testutil.ServiceOptions) *testutil.Service {
 	}))
 	t.Cleanup(fwd.Close)
 
-	em := testutil.StartEmulator(t, stripefake.Options{
-		WebhookURL: fwd.URL + "/webhooks/stripe", WebhookSecret: whsec,
-		WebhookLatency: 100 * time.Millisecond, WebhookBackoff: 20 * time.Millisecond, WebhookMaxBackoff: 200 * time.Millisecond,
-	})
+	emOpts.WebhookURL, emOpts.WebhookSecret = fwd.URL+"/webhooks/stripe", whsec
+	emOpts.WebhookLatency, emOpts.WebhookBackoff, emOpts.WebhookMaxBackoff = 100*time.Millisecond, 20*time.Millisecond, 200*time.Millisecond
+	em := testutil.StartEmulator(t, emOpts)
 	opts.Emulator, opts.WebhookSecret = em, whsec
 	svc := testutil.StartService(t, opts)
 	u, err := url.Parse(svc.URL)

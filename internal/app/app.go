@@ -23,6 +23,7 @@ import (
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/metrics"
 	"github.com/paymentsd/paymentsd/internal/phases"
+	"github.com/paymentsd/paymentsd/internal/phases/captures"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/phases/refunds"
 	"github.com/paymentsd/paymentsd/internal/ratelimit"
@@ -75,12 +76,14 @@ type App struct {
 	// await an operator; Resolve picks the one a key needs.
 	Resolver       *payments.Resolver
 	RefundResolver *refunds.Resolver
-	opts           Options
-	serving        chan struct{}
-	engineCfg      phases.Config
-	flows          []phases.AnyFlow
-	alive          *liveness
-	history        *historyWatch
+	// CaptureResolver settles capture and cancel keys.
+	CaptureResolver *captures.Resolver
+	opts            Options
+	serving         chan struct{}
+	engineCfg       phases.Config
+	flows           []phases.AnyFlow
+	alive           *liveness
+	history         *historyWatch
 }
 
 // New wires the service over pool.
@@ -131,6 +134,7 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 	charger := payments.NewCharger(opts.Stripe)
 	receipt := workers.EnqueueReceipt
 	refunder := refunds.NewRefunder(charger)
+	capturer := captures.NewStripe(charger)
 	endpoints := []api.Endpoint{{
 		Method: payments.Method, Pattern: payments.Path, Noun: "payment",
 		Flow:   payments.NewFlow(pool, namespace, charger, receipt),
@@ -140,6 +144,16 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 		Flow:   refunds.NewFlow(pool, namespace, refunder),
 		Decode: refunds.Decode,
 		Admit:  refunds.AdmitRefund(pool),
+	}, {
+		Method: http.MethodPost, Pattern: payments.Path + "/{id}/capture", Noun: "capture",
+		Flow:   captures.NewCaptureFlow(namespace, capturer, receipt),
+		Decode: captures.DecodeCapture,
+		Admit:  captures.Admit(pool),
+	}, {
+		Method: http.MethodPost, Pattern: payments.Path + "/{id}/cancel", Noun: "cancel",
+		Flow:   captures.NewCancelFlow(namespace, capturer, receipt),
+		Decode: captures.DecodeCancel,
+		Admit:  captures.Admit(pool),
 	}}
 
 	if opts.RequestTimeout <= 0 {
@@ -155,9 +169,10 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 	if opts.WebhookSecret != "" {
 		hooks = &webhooks.Handler{
 			Pool: pool, Secret: opts.WebhookSecret, Namespace: namespace,
-			Payments: &payments.EventSettler{Engine: engine, Receipt: receipt},
-			Refunds:  &refunds.EventSettler{Engine: engine},
-			Observe:  func(eventType, outcome string) { m.WebhookEvents.WithLabelValues(eventType, outcome).Inc() },
+			Payments: &payments.EventSettler{Engine: engine, Receipt: receipt,
+				Captures: (&captures.EventSettler{Engine: engine, Receipt: receipt}).Settle},
+			Refunds: &refunds.EventSettler{Engine: engine},
+			Observe: func(eventType, outcome string) { m.WebhookEvents.WithLabelValues(eventType, outcome).Inc() },
 		}
 	}
 	alive := &liveness{deadAfter: engineCfg.DeadAfter}
@@ -171,27 +186,29 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 		return nil, err
 	}
 	return &App{
-		serving:        make(chan struct{}),
-		engineCfg:      engineCfg,
-		flows:          flowsOf(endpoints),
-		Pool:           pool,
-		Engine:         engine,
-		River:          riverClient,
-		Receipts:       workers.NewDispatcher(pool, opts.Workers),
-		Handler:        server.Handler(),
-		Metrics:        m,
-		InstanceID:     instanceID,
-		Resolver:       &payments.Resolver{Engine: engine, Charger: charger, Namespace: namespace, Receipt: receipt},
-		RefundResolver: &refunds.Resolver{Engine: engine, Refunder: refunder, Namespace: namespace},
-		opts:           opts,
-		alive:          alive,
-		history:        history,
+		serving:         make(chan struct{}),
+		engineCfg:       engineCfg,
+		flows:           flowsOf(endpoints),
+		Pool:            pool,
+		Engine:          engine,
+		River:           riverClient,
+		Receipts:        workers.NewDispatcher(pool, opts.Workers),
+		Handler:         server.Handler(),
+		Metrics:         m,
+		InstanceID:      instanceID,
+		Resolver:        &payments.Resolver{Engine: engine, Charger: charger, Namespace: namespace, Receipt: receipt},
+		RefundResolver:  &refunds.Resolver{Engine: engine, Refunder: refunder, Namespace: namespace},
+		CaptureResolver: &captures.Resolver{Engine: engine, Stripe: capturer, Receipt: receipt},
+		opts:            opts,
+		alive:           alive,
+		history:         history,
 	}, nil
 }
 
 // Resolve settles key keyID, which awaits an operator, as charged by the
 // Stripe object stripeID (a PaymentIntent for a payment, a Refund for a
-// refund) or, with an empty stripeID, as not charged. It returns
+// refund, the payment's PaymentIntent, captured, for a capture or cancel)
+// or, with an empty stripeID, as not charged (not captured). It returns
 // phases.ErrNotAwaitingOperator for a key that does not await one.
 func (a *App) Resolve(ctx context.Context, keyID int64, stripeID string) (*phases.Response, error) {
 	key, err := dbsqlc.New().IdempotencyKeyGetByID(ctx, a.Pool, keyID)
@@ -211,6 +228,10 @@ func (a *App) Resolve(ctx context.Context, keyID int64, stripeID string) (*phase
 		r = a.Resolver
 	case refunds.FlowName:
 		r = a.RefundResolver
+	case captures.CaptureFlowName, captures.CancelFlowName:
+		// "charged" is captured by the payment's PaymentIntent, "not
+		// charged" not captured.
+		r = a.CaptureResolver
 	default:
 		return nil, fmt.Errorf("keys of flow %q cannot be resolved by an operator", key.Flow)
 	}

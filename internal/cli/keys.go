@@ -99,7 +99,8 @@ func keysListCmd(ctx context.Context, args []string, stdout io.Writer) error {
 func keysResolveCmd(ctx context.Context, args []string, stdout io.Writer, log zerolog.Logger) error {
 	fs := newFlagSet("keys resolve")
 	as := fs.String("as", "", "`HOW` the key was settled: charged or not-charged (required)")
-	pi := fs.String("payment-intent", "", "with --as charged: the PaymentIntent `PI` that charged; for a refund key, the Stripe Refund that refunded")
+	pi := fs.String("payment-intent", "", "with --as charged: the PaymentIntent `PI` that charged; for a refund key, the Stripe Refund that refunded; "+
+		"for a capture or cancel key, the payment's PaymentIntent, captured (not-charged: not captured)")
 	args, err := parseArgs(fs, args)
 	if err != nil {
 		return err

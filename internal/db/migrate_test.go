@@ -94,3 +94,36 @@ func interrupted(t *testing.T, version int64, stmts ...string) (*db.Pool, *goose
 	}
 	return pool, provider
 }
+
+// TestManualCaptureBackfillsWhatWasCharged: migration 00023 gives every
+// payment made before it capture_method automatic, and amount_captured its
+// amount when it was charged (succeeded, refunded or disputed alike), 0
+// otherwise; and its Down goes back cleanly.
+func TestManualCaptureBackfillsWhatWasCharged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, provider := interrupted(t, 23,
+		`INSERT INTO users (email, api_key_hash) VALUES ('backfill@example.com', sha256('k'))`,
+		`INSERT INTO payments (user_id, amount, currency, payment_method, status, amount_reserved, amount_refunded, disputed_at)
+		 SELECT id, 1500, 'usd', 'pm_card_visa', s, r, r, d
+		 FROM users,
+		      (VALUES ('succeeded', 0, NULL::timestamptz), ('succeeded', 1500, NULL), ('succeeded', 500, now()),
+		              ('pending', 0, NULL), ('failed', 0, NULL)) AS v (s, r, d)`)
+
+	_, err := provider.Up(ctx)
+	require.NoError(t, err)
+	rows, err := pool.Query(ctx, `SELECT status || ' ' || capture_method || ' ' || amount_captured FROM payments ORDER BY id`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"succeeded automatic 1500", "succeeded automatic 1500", "succeeded automatic 1500",
+		"pending automatic 0", "failed automatic 0"}, got)
+
+	_, err = pool.Exec(ctx, `UPDATE payments SET amount_captured = 100 WHERE amount_reserved = 1500`)
+	require.Error(t, err, "refunds may never take more than was captured")
+
+	_, err = provider.DownTo(ctx, 22)
+	require.NoError(t, err)
+	_, err = provider.Up(ctx)
+	require.NoError(t, err)
+}

@@ -33,23 +33,27 @@ var (
 	RefundExceedsPayment  = Type{"refund-exceeds-payment", "Refund exceeds what remains of the payment", http.StatusBadRequest}
 	PaymentNotRefundable  = Type{"payment-not-refundable", "Payment not refundable", http.StatusBadRequest}
 	RefundRejected        = Type{"refund-rejected", "Refund rejected by the processor", http.StatusBadRequest}
-	Unauthorized          = Type{"unauthorized", "Unauthorized", http.StatusUnauthorized}
-	InvalidSignature      = Type{"invalid-signature", "Invalid webhook signature", http.StatusBadRequest}
-	CardDeclined          = Type{"card-declined", "Card declined", http.StatusPaymentRequired}
-	NotFound              = Type{"not-found", "Not found", http.StatusNotFound}
-	MethodNotAllowed      = Type{"method-not-allowed", "Method not allowed", http.StatusMethodNotAllowed}
-	IdempotencyKeyInUse   = Type{"idempotency-key-in-use", "Idempotency key in use", http.StatusConflict}
-	RequestTooLarge       = Type{"request-too-large", "Request too large", http.StatusRequestEntityTooLarge}
-	UnsupportedMediaType  = Type{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
-	IdempotencyKeyReused  = Type{"idempotency-key-reused", "Idempotency key reused", http.StatusUnprocessableEntity}
-	IdempotencyKeyExpired = Type{"idempotency-key-expired", "Idempotency key expired", http.StatusUnprocessableEntity}
-	RateLimited           = Type{"rate-limited", "Too many new idempotency keys", http.StatusTooManyRequests}
-	TooManyUnfinishedKeys = Type{"too-many-unfinished-keys", "Too many unfinished idempotency keys", http.StatusTooManyRequests}
-	ProcessorUnavailable  = Type{"processor-unavailable", "Payment processor unavailable", http.StatusServiceUnavailable}
-	StoreUnavailable      = Type{"store-unavailable", "Store unavailable", http.StatusServiceUnavailable}
-	NeedsAttention        = Type{"needs-attention", "Awaiting an operator", http.StatusServiceUnavailable}
-	MigrationsPending     = Type{"migrations-pending", "Database migrations pending", http.StatusServiceUnavailable}
-	InternalError         = Type{"internal-error", "Internal error", http.StatusInternalServerError}
+	PaymentNotCapturable  = Type{"payment-not-capturable", "Payment not capturable", http.StatusBadRequest}
+	PaymentNotCancelable  = Type{"payment-not-cancelable", "Payment not cancelable", http.StatusBadRequest}
+	// CaptureExceedsAuthorization: a capture of more than was authorized.
+	CaptureExceedsAuthorization = Type{"capture-exceeds-authorization", "Capture exceeds the authorization", http.StatusBadRequest}
+	Unauthorized                = Type{"unauthorized", "Unauthorized", http.StatusUnauthorized}
+	InvalidSignature            = Type{"invalid-signature", "Invalid webhook signature", http.StatusBadRequest}
+	CardDeclined                = Type{"card-declined", "Card declined", http.StatusPaymentRequired}
+	NotFound                    = Type{"not-found", "Not found", http.StatusNotFound}
+	MethodNotAllowed            = Type{"method-not-allowed", "Method not allowed", http.StatusMethodNotAllowed}
+	IdempotencyKeyInUse         = Type{"idempotency-key-in-use", "Idempotency key in use", http.StatusConflict}
+	RequestTooLarge             = Type{"request-too-large", "Request too large", http.StatusRequestEntityTooLarge}
+	UnsupportedMediaType        = Type{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
+	IdempotencyKeyReused        = Type{"idempotency-key-reused", "Idempotency key reused", http.StatusUnprocessableEntity}
+	IdempotencyKeyExpired       = Type{"idempotency-key-expired", "Idempotency key expired", http.StatusUnprocessableEntity}
+	RateLimited                 = Type{"rate-limited", "Too many new idempotency keys", http.StatusTooManyRequests}
+	TooManyUnfinishedKeys       = Type{"too-many-unfinished-keys", "Too many unfinished idempotency keys", http.StatusTooManyRequests}
+	ProcessorUnavailable        = Type{"processor-unavailable", "Payment processor unavailable", http.StatusServiceUnavailable}
+	StoreUnavailable            = Type{"store-unavailable", "Store unavailable", http.StatusServiceUnavailable}
+	NeedsAttention              = Type{"needs-attention", "Awaiting an operator", http.StatusServiceUnavailable}
+	MigrationsPending           = Type{"migrations-pending", "Database migrations pending", http.StatusServiceUnavailable}
+	InternalError               = Type{"internal-error", "Internal error", http.StatusInternalServerError}
 )
 
 // FieldError points at one invalid member of a request body.

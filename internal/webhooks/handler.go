@@ -152,7 +152,10 @@ func (h *Handler) applyOnce(ctx context.Context, tx db.Tx, event *stripe.Event) 
 // apply dispatches by type; it returns why the event changed nothing.
 func (h *Handler) apply(ctx context.Context, tx db.Tx, event *stripe.Event) (string, error) {
 	switch event.Type {
-	case stripe.EventTypePaymentIntentSucceeded, stripe.EventTypePaymentIntentPaymentFailed:
+	case stripe.EventTypePaymentIntentSucceeded, stripe.EventTypePaymentIntentPaymentFailed,
+		// A manual payment's: authorized (amount_capturable_updated), then
+		// captured (succeeded) or canceled, by us or because it expired.
+		stripe.EventTypePaymentIntentAmountCapturableUpdated, stripe.EventTypePaymentIntentCanceled:
 		var pi stripe.PaymentIntent
 		if err := json.Unmarshal(event.Data.Raw, &pi); err != nil {
 			return "", fmt.Errorf("error decoding PaymentIntent: %w", err)

@@ -460,10 +460,11 @@ INSERT INTO idempotency_key_tombstones (
 )
 SELECT r.user_id, r.idempotency_key, r.request_method, r.request_path, r.request_fingerprint,
        r.response_code,
-       CASE WHEN p.id IS NOT NULL THEN 'payment' WHEN rf.id IS NOT NULL THEN 'refund' END,
-       coalesce(p.id, rf.id), coalesce(p.public_id, rf.public_id), r.finished_at
+       CASE WHEN coalesce(p.id, pc.id) IS NOT NULL THEN 'payment' WHEN rf.id IS NOT NULL THEN 'refund' END,
+       coalesce(p.id, pc.id, rf.id), coalesce(p.public_id, pc.public_id, rf.public_id), r.finished_at
 FROM reaped AS r
 LEFT JOIN payments AS p ON p.idempotency_key_id = r.id
+LEFT JOIN payments AS pc ON pc.capture_key_id = r.id
 LEFT JOIN refunds AS rf ON rf.idempotency_key_id = r.id
 ON CONFLICT (user_id, idempotency_key) DO UPDATE
 SET request_method      = excluded.request_method,
@@ -491,6 +492,7 @@ type IdempotencyKeyReapParams struct {
 // so the reaper never waits on or blocks the request path. Unfinished keys
 // are never candidates; payments keep their rows. It returns how many keys
 // were reaped.
+// A capture or cancel key names the payment it claimed.
 func (q *Queries) IdempotencyKeyReap(ctx context.Context, db DBTX, arg *IdempotencyKeyReapParams) (int64, error) {
 	result, err := db.Exec(ctx, idempotencyKeyReap, arg.RetentionSeconds, arg.MaxKeys)
 	if err != nil {

@@ -101,6 +101,10 @@ type Payment struct {
 	DisputedAt            *time.Time
 	PublicID              uuid.UUID
 	LegacyID              *int64
+	CaptureMethod         string
+	AmountCaptured        int64
+	CaptureKeyID          *int64
+	CaptureAttempt        int32
 }
 
 type Receipt struct {

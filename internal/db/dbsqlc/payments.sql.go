@@ -13,7 +13,7 @@ import (
 )
 
 const paymentGetByIDForUser = `-- name: PaymentGetByIDForUser :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 FROM payments
 WHERE id = $1
   AND user_id = $2
@@ -51,12 +51,16 @@ func (q *Queries) PaymentGetByIDForUser(ctx context.Context, db DBTX, arg *Payme
 		&i.DisputedAt,
 		&i.PublicID,
 		&i.LegacyID,
+		&i.CaptureMethod,
+		&i.AmountCaptured,
+		&i.CaptureKeyID,
+		&i.CaptureAttempt,
 	)
 	return &i, err
 }
 
 const paymentGetByIdempotencyKeyID = `-- name: PaymentGetByIdempotencyKeyID :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 FROM payments
 WHERE idempotency_key_id = $1
 `
@@ -87,12 +91,16 @@ func (q *Queries) PaymentGetByIdempotencyKeyID(ctx context.Context, db DBTX, ide
 		&i.DisputedAt,
 		&i.PublicID,
 		&i.LegacyID,
+		&i.CaptureMethod,
+		&i.AmountCaptured,
+		&i.CaptureKeyID,
+		&i.CaptureAttempt,
 	)
 	return &i, err
 }
 
 const paymentGetByPublicIDForUser = `-- name: PaymentGetByPublicIDForUser :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 FROM payments
 WHERE user_id = $1
   AND public_id = $2
@@ -131,6 +139,10 @@ func (q *Queries) PaymentGetByPublicIDForUser(ctx context.Context, db DBTX, arg 
 		&i.DisputedAt,
 		&i.PublicID,
 		&i.LegacyID,
+		&i.CaptureMethod,
+		&i.AmountCaptured,
+		&i.CaptureKeyID,
+		&i.CaptureAttempt,
 	)
 	return &i, err
 }
@@ -138,18 +150,18 @@ func (q *Queries) PaymentGetByPublicIDForUser(ctx context.Context, db DBTX, arg 
 const paymentInsert = `-- name: PaymentInsert :one
 WITH payment AS (
     INSERT INTO payments (
-        user_id, idempotency_key_id, intent_id, amount, currency, payment_method, description
+        user_id, idempotency_key_id, intent_id, amount, currency, payment_method, description, capture_method
     ) VALUES (
-        $1, $2, $3, $4, $5, $6, $7
+        $1, $2, $3, $4, $5, $6, $7, $8
     )
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.created', 'payment', p.id,
            jsonb_build_object('status', p.status, 'idempotency_key_id', p.idempotency_key_id)
     FROM payment AS p
 )
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 FROM payment
 `
 
@@ -161,6 +173,7 @@ type PaymentInsertParams struct {
 	Currency         string
 	PaymentMethod    string
 	Description      *string
+	CaptureMethod    string
 }
 
 type PaymentInsertRow struct {
@@ -186,6 +199,10 @@ type PaymentInsertRow struct {
 	DisputedAt            *time.Time
 	PublicID              uuid.UUID
 	LegacyID              *int64
+	CaptureMethod         string
+	AmountCaptured        int64
+	CaptureKeyID          *int64
+	CaptureAttempt        int32
 }
 
 // PaymentInsert creates the pending payment and its audit record in one
@@ -199,6 +216,7 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg *PaymentInsert
 		arg.Currency,
 		arg.PaymentMethod,
 		arg.Description,
+		arg.CaptureMethod,
 	)
 	var i PaymentInsertRow
 	err := row.Scan(
@@ -224,12 +242,16 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg *PaymentInsert
 		&i.DisputedAt,
 		&i.PublicID,
 		&i.LegacyID,
+		&i.CaptureMethod,
+		&i.AmountCaptured,
+		&i.CaptureKeyID,
+		&i.CaptureAttempt,
 	)
 	return &i, err
 }
 
 const paymentListForUser = `-- name: PaymentListForUser :many
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 FROM payments
 WHERE user_id = $1
   AND public_id < coalesce($2::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff')
@@ -279,6 +301,10 @@ func (q *Queries) PaymentListForUser(ctx context.Context, db DBTX, arg *PaymentL
 			&i.DisputedAt,
 			&i.PublicID,
 			&i.LegacyID,
+			&i.CaptureMethod,
+			&i.AmountCaptured,
+			&i.CaptureKeyID,
+			&i.CaptureAttempt,
 		); err != nil {
 			return nil, err
 		}
@@ -291,7 +317,7 @@ func (q *Queries) PaymentListForUser(ctx context.Context, db DBTX, arg *PaymentL
 }
 
 const paymentListForUserBefore = `-- name: PaymentListForUserBefore :many
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 FROM payments
 WHERE user_id = $1
   AND public_id > $2::uuid
@@ -339,6 +365,10 @@ func (q *Queries) PaymentListForUserBefore(ctx context.Context, db DBTX, arg *Pa
 			&i.DisputedAt,
 			&i.PublicID,
 			&i.LegacyID,
+			&i.CaptureMethod,
+			&i.AmountCaptured,
+			&i.CaptureKeyID,
+			&i.CaptureAttempt,
 		); err != nil {
 			return nil, err
 		}
@@ -356,7 +386,7 @@ SET charge_attempt_spent_at = coalesce(charge_attempt_spent_at, now()),
     updated_at              = now()
 WHERE id = $1
   AND charge_attempt = $2
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 `
 
 type PaymentMarkAttemptSpentParams struct {
@@ -393,6 +423,10 @@ func (q *Queries) PaymentMarkAttemptSpent(ctx context.Context, db DBTX, arg *Pay
 		&i.DisputedAt,
 		&i.PublicID,
 		&i.LegacyID,
+		&i.CaptureMethod,
+		&i.AmountCaptured,
+		&i.CaptureKeyID,
+		&i.CaptureAttempt,
 	)
 	return &i, err
 }
@@ -405,7 +439,7 @@ SET charge_attempt          = charge_attempt + 1,
     updated_at              = now()
 WHERE id = $1
   AND charge_attempt = $2
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 `
 
 type PaymentNextAttemptParams struct {
@@ -441,6 +475,10 @@ func (q *Queries) PaymentNextAttempt(ctx context.Context, db DBTX, arg *PaymentN
 		&i.DisputedAt,
 		&i.PublicID,
 		&i.LegacyID,
+		&i.CaptureMethod,
+		&i.AmountCaptured,
+		&i.CaptureKeyID,
+		&i.CaptureAttempt,
 	)
 	return &i, err
 }
@@ -473,9 +511,10 @@ WITH payment AS (
         stripe_payment_intent_id = $2,
         failure_code             = $3,
         failure_message          = $4,
+        amount_captured          = $5,
         updated_at               = now()
-    WHERE payments.id = $5
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+    WHERE payments.id = $6
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.' || p.status, 'payment', p.id,
@@ -486,7 +525,7 @@ WITH payment AS (
                'idempotency_key_id', p.idempotency_key_id))
     FROM payment AS p
 )
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 FROM payment
 `
 
@@ -495,6 +534,7 @@ type PaymentRecordOutcomeParams struct {
 	StripePaymentIntentID *string
 	FailureCode           *string
 	FailureMessage        *string
+	AmountCaptured        int64
 	ID                    int64
 }
 
@@ -521,16 +561,22 @@ type PaymentRecordOutcomeRow struct {
 	DisputedAt            *time.Time
 	PublicID              uuid.UUID
 	LegacyID              *int64
+	CaptureMethod         string
+	AmountCaptured        int64
+	CaptureKeyID          *int64
+	CaptureAttempt        int32
 }
 
 // PaymentRecordOutcome records the charge's outcome and audits it, in one
-// statement.
+// statement: succeeded with what was captured, requires_capture for a manual
+// payment authorized (0 captured), or failed.
 func (q *Queries) PaymentRecordOutcome(ctx context.Context, db DBTX, arg *PaymentRecordOutcomeParams) (*PaymentRecordOutcomeRow, error) {
 	row := db.QueryRow(ctx, paymentRecordOutcome,
 		arg.Status,
 		arg.StripePaymentIntentID,
 		arg.FailureCode,
 		arg.FailureMessage,
+		arg.AmountCaptured,
 		arg.ID,
 	)
 	var i PaymentRecordOutcomeRow
@@ -557,6 +603,10 @@ func (q *Queries) PaymentRecordOutcome(ctx context.Context, db DBTX, arg *Paymen
 		&i.DisputedAt,
 		&i.PublicID,
 		&i.LegacyID,
+		&i.CaptureMethod,
+		&i.AmountCaptured,
+		&i.CaptureKeyID,
+		&i.CaptureAttempt,
 	)
 	return &i, err
 }

@@ -13,7 +13,7 @@ import (
 )
 
 const paymentLockForRefund = `-- name: PaymentLockForRefund :one
-SELECT id, public_id, amount, currency, status, stripe_payment_intent_id, amount_reserved
+SELECT id, public_id, amount, currency, status, stripe_payment_intent_id, amount_reserved, amount_captured
 FROM payments
 WHERE user_id = $1
   AND public_id = $2
@@ -33,10 +33,12 @@ type PaymentLockForRefundRow struct {
 	Status                string
 	StripePaymentIntentID *string
 	AmountReserved        int64
+	AmountCaptured        int64
 }
 
 // PaymentLockForRefund locks the caller's payment for a refund decision and
-// reads what its refunds already take (amount_reserved): the locking read
+// reads what its refunds already take (amount_reserved) of what was
+// captured (amount_captured): the locking read
 // returns the row as the last competing refund committed it. It returns no
 // row for a payment that is not the user's.
 func (q *Queries) PaymentLockForRefund(ctx context.Context, db DBTX, arg *PaymentLockForRefundParams) (*PaymentLockForRefundRow, error) {
@@ -50,6 +52,7 @@ func (q *Queries) PaymentLockForRefund(ctx context.Context, db DBTX, arg *Paymen
 		&i.Status,
 		&i.StripePaymentIntentID,
 		&i.AmountReserved,
+		&i.AmountCaptured,
 	)
 	return &i, err
 }

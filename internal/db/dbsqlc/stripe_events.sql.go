@@ -13,7 +13,7 @@ import (
 )
 
 const paymentLockForEvent = `-- name: PaymentLockForEvent :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 FROM payments
 WHERE stripe_payment_intent_id = $1
    OR (stripe_payment_intent_id IS NULL AND intent_id = $2)
@@ -55,6 +55,10 @@ func (q *Queries) PaymentLockForEvent(ctx context.Context, db DBTX, arg *Payment
 		&i.DisputedAt,
 		&i.PublicID,
 		&i.LegacyID,
+		&i.CaptureMethod,
+		&i.AmountCaptured,
+		&i.CaptureKeyID,
+		&i.CaptureAttempt,
 	)
 	return &i, err
 }
@@ -65,7 +69,7 @@ WITH payment AS (
     SET disputed_at = coalesce(disputed_at, $1),
         updated_at  = now()
     WHERE stripe_payment_intent_id = $2
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.disputed', 'payment', p.id, jsonb_build_object('dispute', $3::text)

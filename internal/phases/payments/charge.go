@@ -20,6 +20,8 @@ type ChargeRequest struct {
 	Currency      string
 	PaymentMethod string
 	Description   *string
+	// CaptureMethod is CaptureAutomatic or CaptureManual (authorize only).
+	CaptureMethod string
 	// State is how far earlier runs got: the Stripe key in use, and since
 	// when it is known to be spent.
 	stripeonce.State
@@ -28,8 +30,14 @@ type ChargeRequest struct {
 // Charge is the definite outcome of charging a payment.
 type Charge struct {
 	PaymentIntentID string
-	// Succeeded is true when the money moved.
+	// Succeeded is true when the money moved, or, with Authorized, when a
+	// manual payment's card was authorized for it.
 	Succeeded bool
+	// Authorized is set with Succeeded for a manual payment that awaits
+	// its capture.
+	Authorized bool
+	// AmountCaptured is what Stripe took (its amount_received).
+	AmountCaptured int64
 	// Declined is true for a card_error: the card was refused.
 	Declined bool
 	// Code and Message explain a refusal: Stripe's decline or error code
@@ -121,6 +129,12 @@ func (c *Charger) create(ctx context.Context, req *ChargeRequest, attempt int) (
 		Confirm:               stripe.Bool(true),
 		ErrorOnRequiresAction: stripe.Bool(true),
 		Description:           req.Description,
+	}
+	if req.CaptureMethod == CaptureManual {
+		// Only for manual: an automatic request's parameters stay what
+		// they were, so a key sent before manual capture existed is
+		// replayed by Stripe, not refused as another request.
+		params.CaptureMethod = stripe.String(string(stripe.PaymentIntentCaptureMethodManual))
 	}
 	params.Context = ctx
 	for k, v := range req.Intent.Metadata() {

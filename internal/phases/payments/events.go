@@ -17,6 +17,10 @@ import (
 type EventSettler struct {
 	Engine  *phases.Engine
 	Receipt EnqueueReceipt
+	// Captures, when set, applies Stripe's word on an authorized manual
+	// payment (captured, canceled) once its authorization is recorded;
+	// it returns why it changed nothing, as Settle does.
+	Captures func(ctx context.Context, tx db.Tx, payment *dbsqlc.Payment, pi *stripe.PaymentIntent) (string, error)
 }
 
 // Settle applies a final PaymentIntent to payment, locked in tx: a payment
@@ -44,7 +48,11 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, payment *dbsqlc.Pay
 		}
 	}
 	charge := outcomeOf(pi)
-	update := &dbsqlc.PaymentRecordOutcomeParams{ID: payment.ID, Status: StatusSucceeded, StripePaymentIntentID: &pi.ID}
+	update := &dbsqlc.PaymentRecordOutcomeParams{ID: payment.ID, Status: StatusSucceeded, StripePaymentIntentID: &pi.ID,
+		AmountCaptured: charge.AmountCaptured}
+	if charge.Authorized {
+		update.Status = StatusRequiresCapture
+	}
 	if !charge.Succeeded {
 		update.Status, update.FailureCode, update.FailureMessage = StatusFailed, &charge.Code, &charge.Message
 	}
@@ -56,6 +64,8 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, payment *dbsqlc.Pay
 	resp := declinedResponse(paid, charge)
 	if charge.Succeeded {
 		resp = createdResponse(paid)
+	}
+	if paid.Status == StatusSucceeded {
 		if err := s.Receipt(ctx, tx, paid.ID); err != nil {
 			return "", err
 		}
@@ -76,6 +86,14 @@ func (s *EventSettler) contradicts(ctx context.Context, tx db.Tx, payment *dbsql
 	recorded := ""
 	if payment.StripePaymentIntentID != nil {
 		recorded = *payment.StripePaymentIntentID
+	}
+	if payment.Status == StatusRequiresCapture && recorded == pi.ID {
+		// An authorization's later life (captured, canceled) is the
+		// capture flow's to settle (package captures), not a charge's.
+		if s.Captures == nil {
+			return fmt.Sprintf("payment %d is %s; its PaymentIntent is %s", payment.ID, payment.Status, pi.Status), nil
+		}
+		return s.Captures(ctx, tx, payment, pi)
 	}
 	switch {
 	case pi.Status != stripe.PaymentIntentStatusSucceeded && recorded == pi.ID:

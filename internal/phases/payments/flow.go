@@ -22,11 +22,16 @@ const (
 	ChargeCreated  phases.RecoveryPoint = "charge_created"
 )
 
-// Payment statuses.
+// Payment statuses. A manual payment (capture_method manual) stops at
+// StatusRequiresCapture once authorized, until a capture makes it
+// StatusSucceeded or a cancel (or Stripe, when the authorization expires)
+// StatusCanceled.
 const (
-	StatusPending   = "pending"
-	StatusSucceeded = "succeeded"
-	StatusFailed    = "failed"
+	StatusPending         = "pending"
+	StatusRequiresCapture = "requires_capture"
+	StatusSucceeded       = "succeeded"
+	StatusFailed          = "failed"
+	StatusCanceled        = "canceled"
 )
 
 // FlowName is the payment flow's name on its keys.
@@ -90,6 +95,7 @@ func (f *flow) createPayment(ctx context.Context, tx db.Tx, run *phases.Run, s *
 		Currency:         p.Currency,
 		PaymentMethod:    p.PaymentMethod,
 		Description:      p.Description,
+		CaptureMethod:    p.Method(),
 	})
 	if err != nil {
 		return phases.Transition{}, fmt.Errorf("error inserting payment: %w", err)
@@ -108,6 +114,7 @@ func (f *flow) charge(ctx context.Context, run *phases.Run, s *state) (*Charge, 
 		Currency:      payment.Currency,
 		PaymentMethod: payment.PaymentMethod,
 		Description:   payment.Description,
+		CaptureMethod: payment.CaptureMethod,
 		State: stripeonce.State{
 			KeyCreatedAt: run.Key.CreatedAt,
 			Now:          run.Now,
@@ -165,7 +172,10 @@ func (p *progress) Next(ctx context.Context, attempt int) (time.Time, error) {
 // recordCharge stores the charge's definite outcome. A success goes on; a
 // refusal finishes the key with a problem that is replayed like a success.
 func (f *flow) recordCharge(ctx context.Context, tx db.Tx, run *phases.Run, s *state, charge *Charge) (phases.Transition, error) {
-	update := &dbsqlc.PaymentRecordOutcomeParams{ID: s.payment.ID, Status: StatusSucceeded}
+	update := &dbsqlc.PaymentRecordOutcomeParams{ID: s.payment.ID, Status: StatusSucceeded, AmountCaptured: charge.AmountCaptured}
+	if charge.Authorized {
+		update.Status = StatusRequiresCapture
+	}
 	if charge.PaymentIntentID != "" {
 		update.StripePaymentIntentID = &charge.PaymentIntentID
 	}
@@ -187,10 +197,13 @@ func (f *flow) recordCharge(ctx context.Context, tx db.Tx, run *phases.Run, s *s
 	}
 }
 
-// finish enqueues the receipt and answers with the created payment.
+// finish enqueues the receipt and answers with the created payment. A
+// manual payment is only authorized: its receipt goes out on capture.
 func (f *flow) finish(ctx context.Context, tx db.Tx, run *phases.Run, s *state) (phases.Transition, error) {
-	if err := f.receipt(ctx, tx, s.payment.ID); err != nil {
-		return phases.Transition{}, err
+	if s.payment.Status == StatusSucceeded {
+		if err := f.receipt(ctx, tx, s.payment.ID); err != nil {
+			return phases.Transition{}, err
+		}
 	}
 	return phases.FinishWith(createdResponse(s.payment)), nil
 }

@@ -7,11 +7,13 @@ import (
 )
 
 // final reports whether a confirmed PaymentIntent's status is an outcome:
-// it succeeded, or its payment method was declined, or it was canceled.
-// processing and the like are not, whatever a first answer says.
+// it succeeded, or it was authorized (capture_method manual), or its
+// payment method was declined, or it was canceled. processing and the like
+// are not, whatever a first answer says.
 func final(pi *stripe.PaymentIntent) bool {
 	switch pi.Status {
-	case stripe.PaymentIntentStatusSucceeded, stripe.PaymentIntentStatusRequiresPaymentMethod, stripe.PaymentIntentStatusCanceled:
+	case stripe.PaymentIntentStatusSucceeded, stripe.PaymentIntentStatusRequiresCapture,
+		stripe.PaymentIntentStatusRequiresPaymentMethod, stripe.PaymentIntentStatusCanceled:
 		return true
 	}
 	return false
@@ -19,7 +21,18 @@ func final(pi *stripe.PaymentIntent) bool {
 
 // outcomeOf reads the outcome of a PaymentIntent whose status is final.
 func outcomeOf(pi *stripe.PaymentIntent) *Charge {
-	charge := &Charge{PaymentIntentID: pi.ID, Succeeded: pi.Status == stripe.PaymentIntentStatusSucceeded}
+	charge := &Charge{PaymentIntentID: pi.ID, AmountCaptured: pi.AmountReceived}
+	switch pi.Status {
+	case stripe.PaymentIntentStatusSucceeded:
+		charge.Succeeded = true
+		if charge.AmountCaptured == 0 {
+			// A succeeded PaymentIntent took something; an answer that
+			// leaves amount_received out (a test double's) took it all.
+			charge.AmountCaptured = pi.Amount
+		}
+	case stripe.PaymentIntentStatusRequiresCapture:
+		charge.Succeeded, charge.Authorized, charge.AmountCaptured = true, true, 0
+	}
 	if !charge.Succeeded {
 		charge.Declined = true
 		charge.Code, charge.Message = "payment_intent_"+string(pi.Status), "the PaymentIntent did not succeed"

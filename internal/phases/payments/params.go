@@ -25,6 +25,26 @@ type Params struct {
 	Currency      string  `json:"currency"`
 	Description   *string `json:"description,omitempty"`
 	PaymentMethod string  `json:"payment_method"`
+	// CaptureMethod is CaptureManual or empty: "automatic" is the default,
+	// stored like a request that left it out, so that the two are one
+	// request and keys made before manual capture existed keep their
+	// fingerprints.
+	CaptureMethod string `json:"capture_method,omitempty"`
+}
+
+// Capture methods, Stripe's: automatic charges at once; manual only
+// authorizes, and a capture (or a cancel) follows.
+const (
+	CaptureAutomatic = "automatic"
+	CaptureManual    = "manual"
+)
+
+// Method is the payment's capture method as stored on its row.
+func (p *Params) Method() string {
+	if p.CaptureMethod == CaptureManual {
+		return CaptureManual
+	}
+	return CaptureAutomatic
 }
 
 // isPaymentMethod admits Stripe PaymentMethod ids only (`^pm_[A-Za-z0-9_]+$`,
@@ -63,7 +83,7 @@ func Decode(body []byte, _ func(string) string) ([]byte, []problem.FieldError) {
 // package jsonbody), answering every problem it finds, each pointing at its
 // member.
 func DecodeParams(body []byte) (*Params, []problem.FieldError) {
-	o, errs := jsonbody.Parse(body, "amount", "currency", "payment_method", "description")
+	o, errs := jsonbody.Parse(body, "amount", "currency", "payment_method", "description", "capture_method")
 	if errs != nil {
 		return nil, errs
 	}
@@ -73,6 +93,10 @@ func DecodeParams(body []byte) (*Params, []problem.FieldError) {
 	p.PaymentMethod, _ = o.String("payment_method", true, isPaymentMethod, invalidPaymentMethod)
 	if s, ok := o.String("description", false, isDescription, invalidDescription); ok {
 		p.Description = &s
+	}
+	if s, ok := o.String("capture_method", false, func(s string) bool { return s == CaptureAutomatic || s == CaptureManual },
+		"must be automatic or manual"); ok && s == CaptureManual {
+		p.CaptureMethod = s
 	}
 	if errs := o.Errors(); errs != nil {
 		return nil, errs

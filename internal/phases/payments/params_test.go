@@ -456,3 +456,31 @@ func FuzzDecodeParams(f *testing.F) {
 		require.Equal(t, rawSum, sum, "body %q and its canonical params %q", b, canonical)
 	})
 }
+
+// TestCaptureMethodKeepsFingerprints checks that capture_method left out,
+// null or "automatic" is the request a key made before manual capture
+// existed stored (same canonical params, same fingerprint), so such a key's
+// retry after the deploy is still the same request; "manual" is another.
+func TestCaptureMethodKeepsFingerprints(t *testing.T) {
+	t.Parallel()
+	const before = `{"amount":2000,"currency":"usd","payment_method":"pm_card_visa"}`
+	_, old, err := idempotency.Fingerprint(payments.Method, payments.Path, []byte(before))
+	require.NoError(t, err)
+	for _, v := range []string{"", "null", `"automatic"`} {
+		b := body()
+		if v != "" {
+			b = body("capture_method", v)
+		}
+		canonical, sum := fingerprint(t, b)
+		require.Equal(t, before, canonical, "capture_method %s", v)
+		require.Equal(t, old, sum, "capture_method %s", v)
+	}
+	canonical, sum := fingerprint(t, body("capture_method", `"manual"`))
+	require.Equal(t, `{"amount":2000,"capture_method":"manual","currency":"usd","payment_method":"pm_card_visa"}`, canonical)
+	require.NotEqual(t, old, sum)
+
+	for _, v := range []string{`"Manual"`, `"later"`, `1`, `true`} {
+		_, errs := payments.DecodeParams(body("capture_method", v))
+		require.Equal(t, []problem.FieldError{{Pointer: "/capture_method", Detail: errs[0].Detail}}, errs, "capture_method %s", v)
+	}
+}

@@ -47,6 +47,8 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phas
 		}
 		in := intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey}
 		switch {
+		case pi.Status == stripe.PaymentIntentStatusRequiresCapture && payment.CaptureMethod == CaptureManual:
+			// A manual payment's charge is its authorization.
 		case pi.Status != stripe.PaymentIntentStatusSucceeded:
 			return nil, fmt.Errorf("%w: PaymentIntent %s is %s, not succeeded", ErrResolutionRefused, pi.ID, pi.Status)
 		case pi.Amount != payment.Amount || string(pi.Currency) != payment.Currency:
@@ -55,8 +57,13 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phas
 		case pi.Metadata[intent.MetadataIntent] != "" && !in.Owns(pi.Metadata):
 			return nil, fmt.Errorf("%w: PaymentIntent %s belongs to another intent", ErrResolutionRefused, pi.ID)
 		}
+		charge := outcomeOf(pi)
+		status := StatusSucceeded
+		if charge.Authorized {
+			status = StatusRequiresCapture
+		}
 		row, err := q.PaymentRecordOutcome(ctx, tx, &dbsqlc.PaymentRecordOutcomeParams{
-			ID: payment.ID, Status: StatusSucceeded, StripePaymentIntentID: &pi.ID,
+			ID: payment.ID, Status: status, StripePaymentIntentID: &pi.ID, AmountCaptured: charge.AmountCaptured,
 		})
 		if err != nil {
 			if db.IsUniqueViolation(err, "payments_stripe_payment_intent_id_key") {
@@ -67,8 +74,10 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phas
 		if err := auditResolution(ctx, tx, key, payment.ID, "charged", pi.ID); err != nil {
 			return nil, err
 		}
-		if err := r.Receipt(ctx, tx, payment.ID); err != nil {
-			return nil, err
+		if status == StatusSucceeded {
+			if err := r.Receipt(ctx, tx, payment.ID); err != nil {
+				return nil, err
+			}
 		}
 		return createdResponse((*dbsqlc.Payment)(row)), nil
 	})

@@ -20,6 +20,10 @@ type View struct {
 	Description           *string `json:"description"`
 	// AmountRefunded is what succeeded refunds gave back, in minor units.
 	AmountRefunded int64 `json:"amount_refunded"`
+	// CaptureMethod is automatic or manual (authorized, then captured).
+	CaptureMethod string `json:"capture_method"`
+	// AmountCaptured is what was captured, in minor units: 0 until then.
+	AmountCaptured int64 `json:"amount_captured"`
 	// Disputed is set once the cardholder disputed the charge.
 	Disputed  bool      `json:"disputed"`
 	CreatedAt time.Time `json:"created_at"`
@@ -35,6 +39,8 @@ func ViewOf(p *dbsqlc.Payment) *View {
 		StripePaymentIntentID: p.StripePaymentIntentID,
 		Description:           p.Description,
 		AmountRefunded:        p.AmountRefunded,
+		CaptureMethod:         p.CaptureMethod,
+		AmountCaptured:        p.AmountCaptured,
 		Disputed:              p.DisputedAt != nil,
 		CreatedAt:             p.CreatedAt.UTC(),
 	}

@@ -88,7 +88,9 @@ func (f *flow) decide(ctx context.Context, tx db.Tx, run *phases.Run, s *state) 
 	default:
 		return phases.FinishWith(notRefundable(paymentID, payment.Status)), nil
 	}
-	remaining := payment.Amount - payment.AmountReserved
+	// Only what was captured can be refunded: a partial capture released
+	// the rest of the authorization.
+	remaining := payment.AmountCaptured - payment.AmountReserved
 	amount := remaining
 	if p.Amount != nil {
 		amount = *p.Amount

@@ -49,7 +49,7 @@ func createdResponse(r *dbsqlc.Refund) *phases.Response {
 }
 
 func notRefundable(paymentID string, status string) *phases.Response {
-	p := problem.New(problem.PaymentNotRefundable, fmt.Sprintf("Payment %s is %s: only a succeeded payment can be refunded.", paymentID, status))
+	p := problem.New(problem.PaymentNotRefundable, fmt.Sprintf("Payment %s is %s: only a succeeded (captured) payment can be refunded.", paymentID, status))
 	p.PaymentID = paymentID
 	return problemResponse(p)
 }
