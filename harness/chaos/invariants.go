@@ -204,6 +204,7 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration,
 		}
 	}
 
+	v.Manual = countManual(intents, snap)
 	drained.Checked = 1
 	if !drain.KeysDone {
 		drained.Failf("%d keys still unfinished %s after the faults stopped", drain.Unfinished, bound)

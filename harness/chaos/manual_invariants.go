@@ -153,3 +153,51 @@ func checkManual(c *Check, intents []*Intent, snap *Snapshot) {
 		}
 	}
 }
+
+// ManualCounts is what became of the run's manual payments.
+type ManualCounts struct {
+	// Authorized counts the manual payments whose card was authorized;
+	// Captured, PartlyCaptured, Canceled and Held what they are now
+	// (Canceled: by a cancel key or by Stripe when the window closed).
+	Authorized, Captured, PartlyCaptured, Canceled, Held int
+	// Races counts captures raced by a cancel; CaptureWon those the
+	// capture won.
+	Races, CaptureWon int
+}
+
+// countManual counts the manual payments and the races.
+func countManual(intents []*Intent, snap *Snapshot) ManualCounts {
+	var m ManualCounts
+	for _, p := range snap.Payments {
+		if p.CaptureMethod != "manual" || p.PaymentIntentID == nil || p.Status == "failed" {
+			continue
+		}
+		m.Authorized++
+		switch {
+		case p.Status == "succeeded" && p.AmountCaptured < p.Amount:
+			m.PartlyCaptured++
+		case p.Status == "succeeded":
+			m.Captured++
+		case p.Status == statusCanceled:
+			m.Canceled++
+		case p.Status == statusRequiresCapture:
+			m.Held++
+		}
+	}
+	for _, in := range intents {
+		if in.Action == ActionCapture && in.Rival != nil {
+			m.Races++
+			if in.Status == http.StatusOK {
+				m.CaptureWon++
+			}
+		}
+	}
+	return m
+}
+
+// print writes the manual payments' rows of the report.
+func (m ManualCounts) print(row func(name, format string, args ...any)) {
+	row("manual payments authorized", "%d: captured %d, in part %d, canceled %d (by a key or on expiry), still held %d",
+		m.Authorized, m.Captured, m.PartlyCaptured, m.Canceled, m.Held)
+	row("captures raced by a cancel", "%d (the capture won %d)", m.Races, m.CaptureWon)
+}

@@ -133,6 +133,9 @@ func (r *Report) Print(w io.Writer) {
 	row("payments succeeded / failed", "%d / %d", v.Succeeded, v.Failed)
 	row("PaymentIntents (succeeded)", "%d (%d)", v.PaymentIntents, v.SucceededIntents)
 	row("receipts", "%d", v.Receipts)
+	if c.Manual > 0 {
+		v.Manual.print(row)
+	}
 
 	fmt.Fprintln(w, "invariants")
 	total := 0
