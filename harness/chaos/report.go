@@ -138,6 +138,7 @@ func (r *Report) Print(w io.Writer) {
 	}
 
 	fmt.Fprintln(w, "invariants")
+	slices.SortStableFunc(v.Checks, func(a, b *Check) int { return a.N - b.N })
 	total := 0
 	for _, ch := range v.Checks {
 		verdict := "PASS"
