@@ -48,6 +48,8 @@ type Verdict struct {
 	// StripeRefunds counts the emulator's refunds; RefundedPayments the
 	// payments with money given back.
 	StripeRefunds, RefundedPayments int
+	// Manual counts the manual payments by what became of them.
+	Manual ManualCounts
 	// Recovery is what the service went through in a failover run.
 	Recovery *Recovery
 	// LostAnswers counts the definite answers a failover lost, LostPayments

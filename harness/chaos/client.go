@@ -70,8 +70,14 @@ func (c *Clients) client(ctx context.Context, stopNew <-chan struct{}, idx int) 
 		in := c.newIntent(rng, idx, n)
 		c.Ledger.Add(in)
 		c.drive(ctx, rng, in)
-		if in.Status == http.StatusCreated && rng.Float64() < c.Cfg.Refund {
-			c.refund(ctx, rng, in)
+		if in.Status == http.StatusCreated {
+			refundable := paidAmount(in)
+			if in.Manual {
+				refundable = c.settle(ctx, rng, in)
+			}
+			if refundable > 0 && rng.Float64() < c.Cfg.Refund {
+				c.refund(ctx, rng, in, refundable)
+			}
 		}
 		c.Ledger.Update(func() { in.Done = true })
 		if c.Cfg.Think > 0 {
@@ -103,6 +109,10 @@ func (c *Clients) newIntent(rng *rand.Rand, idx, n int) *Intent {
 		in.GiveUpAfter = 1 + rng.IntN(2)
 	}
 	body := map[string]any{"amount": in.Amount, "currency": "usd", "payment_method": in.Card}
+	if rng.Float64() < c.Cfg.Manual {
+		in.Manual = true
+		body["capture_method"] = "manual"
+	}
 	if rng.IntN(2) == 0 {
 		body["description"] = fmt.Sprintf("chaos client %d intent %d", idx, n)
 	}
@@ -110,13 +120,22 @@ func (c *Clients) newIntent(rng *rand.Rand, idx, n int) *Intent {
 	return in
 }
 
-// refund refunds the payment in.Response made, in one of three ways: all
-// of it, a third of it, or three concurrent refunds of 40% each under their
-// own keys, of which the service must refuse one.
-func (c *Clients) refund(ctx context.Context, rng *rand.Rand, paid *Intent) {
+// paidAmount is the amount of the payment in.Response describes.
+func paidAmount(in *Intent) int64 {
 	var payment struct {
-		ID     string `json:"id"`
-		Amount int64  `json:"amount"`
+		Amount int64 `json:"amount"`
+	}
+	_ = json.Unmarshal(in.Response, &payment)
+	return payment.Amount
+}
+
+// refund refunds the payment paid.Response made, of which amount was
+// captured, in one of three ways: all of it, a third of it, or three
+// concurrent refunds of 40% each under their own keys, of which the
+// service must refuse one.
+func (c *Clients) refund(ctx context.Context, rng *rand.Rand, paid *Intent, amount int64) {
+	var payment struct {
+		ID string `json:"id"`
 	}
 	if json.Unmarshal(paid.Response, &payment) != nil || payment.ID == "" {
 		return
@@ -135,11 +154,11 @@ func (c *Clients) refund(ctx context.Context, rng *rand.Rand, paid *Intent) {
 	case 0:
 		c.drive(ctx, rng, newRefund(1, map[string]any{}))
 	case 1:
-		c.drive(ctx, rng, newRefund(1, map[string]any{"amount": max(payment.Amount/3, 1), "reason": "requested_by_customer"}))
+		c.drive(ctx, rng, newRefund(1, map[string]any{"amount": max(amount/3, 1), "reason": "requested_by_customer"}))
 	default:
 		var wg sync.WaitGroup
 		for i := range 3 {
-			in := newRefund(i+1, map[string]any{"amount": max(payment.Amount*2/5, 1)})
+			in := newRefund(i+1, map[string]any{"amount": max(amount*2/5, 1)})
 			own := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
 			wg.Add(1)
 			go func() {
@@ -232,7 +251,8 @@ func (c *Clients) post(ctx context.Context, target string, in *Intent) attempt {
 	}
 	switch s := a.status; {
 	case s == http.StatusCreated, s == http.StatusPaymentRequired,
-		s == http.StatusBadRequest && (slug == "payment-rejected" || strings.HasPrefix(slug, "refund-") || slug == "payment-not-refundable"):
+		s == http.StatusBadRequest && (slug == "payment-rejected" || strings.HasPrefix(slug, "refund-") || slug == "payment-not-refundable"),
+		in.Action != "" && (s == http.StatusOK || s == http.StatusBadRequest && actionRefusal(slug)):
 		a.definite, a.mustExist = true, true
 	case s == http.StatusConflict:
 		a.retry, a.mustExist = true, true

@@ -43,6 +43,14 @@ type Config struct {
 	// refunds: in full, in part, or by three concurrent refunds of 40%
 	// each under their own keys (two succeed, one is refused).
 	Refund float64
+	// Manual is the share of payments only authorized (capture_method
+	// manual), which their client then captures, in whole or in part,
+	// cancels, captures and cancels at once, or leaves to expire
+	// (manual.go).
+	Manual float64
+	// AuthorizationWindow is how long the emulator holds an authorization
+	// before it cancels it, as Stripe does after 7 days.
+	AuthorizationWindow time.Duration
 	// Faults is the emulator's chaos while the run lasts.
 	Faults stripefake.AdminChaos
 	// PGData and PGPort name the harness's own Postgres cluster.
@@ -137,6 +145,8 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.Float64Var(&cfg.GiveUp, "give-up", 0.15, "share of intents whose client gives up after 1-2 attempts")
 	fs.Float64Var(&cfg.Decline, "decline", 0.10, "share of intents paid with pm_card_chargeDeclined")
 	fs.Float64Var(&cfg.Refund, "refund", 0.30, "share of succeeded payments then refunded (full, partial, or three concurrent refunds)")
+	fs.Float64Var(&cfg.Manual, "manual", 0.25, "share of payments only authorized, then captured, in part, canceled, raced or left to expire (off in a failover run unless set)")
+	fs.DurationVar(&cfg.AuthorizationWindow, "authorization-window", 20*time.Second, "emulator: how long an authorization lasts before Stripe cancels it")
 	fs.Float64Var(&cfg.Faults.P500, "p-500", cfg.Faults.P500, "emulator: probability of a 500 on a create")
 	fs.Float64Var(&cfg.Faults.PLostAnswer, "p-lost-answer", cfg.Faults.PLostAnswer, "emulator: probability of a charge whose answer is lost")
 	fs.Float64Var(&cfg.Faults.PHang, "p-hang", cfg.Faults.PHang, "emulator: probability of a hang")
@@ -169,6 +179,11 @@ func ParseFlags(args []string, stderr io.Writer) (*Config, error) {
 	if failover != "" && !set["lost-every"] {
 		// A failover run loses history its own way (lost.go, resend.go).
 		cfg.LostEvery = 0
+	}
+	if failover != "" && !set["manual"] {
+		// What a failover loses is judged for payments and refunds only
+		// (lost.go): a lost capture or cancel is not yet.
+		cfg.Manual = 0
 	}
 	if cfg.LostRetryAfter == 0 {
 		cfg.LostRetryAfter = lostRetryAfter(cfg.Duration)
@@ -223,10 +238,13 @@ func (c *Config) validate() error {
 	if c.KillEvery < 0 || c.Drain <= 0 || c.Think < 0 {
 		errs = append(errs, errors.New("-kill-every and -think must not be negative, -drain must be positive"))
 	}
-	for _, p := range []float64{c.GiveUp, c.Decline, c.Refund} {
+	for _, p := range []float64{c.GiveUp, c.Decline, c.Refund, c.Manual} {
 		if p < 0 || p > 1 {
-			errs = append(errs, errors.New("-give-up and -decline must be within [0, 1]"))
+			errs = append(errs, errors.New("-give-up, -decline, -refund and -manual must be within [0, 1]"))
 		}
+	}
+	if c.AuthorizationWindow <= 0 {
+		errs = append(errs, errors.New("-authorization-window must be positive"))
 	}
 	switch c.Failover {
 	case FailoverOff, FailoverSync, FailoverAsync, FailoverPatroniSync, FailoverPatroniAsync:

@@ -67,7 +67,18 @@
 //
 //  6. one Stripe Refund per refund key, which its refund row records, on
 //     the payment its client meant; per payment, refunded at Stripe =
-//     succeeded refunds <= amount.
+//     succeeded refunds <= captured.
+//
+// Manual payments (-manual, manual.go): a share of the payments is only
+// authorized, and its client then captures it whole or in part, asks for
+// more than it holds, cancels it, captures and cancels it at once under
+// two keys, or leaves it for the emulator to cancel once the authorization
+// window (-authorization-window) closes, which its webhook event tells the
+// service. Check 11 (manual_invariants.go): one PaymentIntent holds each
+// authorization and agrees with its payment row; a capture answered 200
+// took what was asked, a cancel answered 200 left nothing captured, a
+// refusal had its reason, and per payment at most one capture or cancel
+// key won: captured once, never after a cancel.
 //
 // # Lost history
 //

@@ -20,9 +20,12 @@ type Intent struct {
 	Client int
 	User   User
 	Key    string
-	// Refund is set for a refund of payment PaymentID; otherwise the
-	// intent is a payment.
+	// Refund is set for a refund of payment PaymentID, Action for a
+	// capture or cancel of it (manual.go); otherwise the intent is a
+	// payment, authorized only when Manual.
 	Refund    bool
+	Action    Action
+	Manual    bool
 	PaymentID string
 	Body      []byte
 	Card      string
@@ -53,8 +56,11 @@ type Intent struct {
 	AwaitsOperator bool
 	// Unexpected is a final answer that is neither definite nor retryable.
 	Unexpected string
-	// Parent is, for a refund, the payment intent whose payment it refunds.
+	// Parent is, for a refund, a capture or a cancel, the payment intent
+	// whose payment it acts on.
 	Parent *Intent
+	// Rival is, for a capture racing a cancel, the other of the pair.
+	Rival *Intent
 	// Lost says why, after a failover or lost history, the database no
 	// longer holds the definite answer the client got; empty when it does.
 	Lost string
@@ -71,8 +77,11 @@ func (in *Intent) Definite() bool { return in.Status != 0 }
 
 // Path is where the intent is sent.
 func (in *Intent) Path() string {
-	if in.Refund {
+	switch {
+	case in.Refund:
 		return "/payments/" + in.PaymentID + "/refunds"
+	case in.Action != "":
+		return "/payments/" + in.PaymentID + "/" + string(in.Action)
 	}
 	return "/payments"
 }

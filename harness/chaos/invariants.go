@@ -17,13 +17,15 @@ import (
 // checks 7 and 8.
 func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration, rec *Recovery) *Verdict {
 	v := &Verdict{Recovery: rec}
-	keys := &Check{N: 1, Name: "one finished key (201/402) per intent"}
+	keys := &Check{N: 1, Name: "one finished key (201/402; 200/400 for captures, cancels) per intent"}
 	outcomes := &Check{N: 2, Name: "outcome = PaymentIntent = payment row = client's answer"}
 	charges := &Check{N: 3, Name: "every PaymentIntent has its payment; none charged twice"}
 	receipts := &Check{N: 4, Name: "one receipt per succeeded payment, none per failed"}
 	drained := &Check{N: 5, Name: "every key finished within the drain bound"}
-	refunds := &Check{N: 6, Name: "one Stripe Refund per refund key; refunded = succeeded refunds <= amount"}
-	v.Checks = []*Check{keys, outcomes, charges, receipts, drained, refunds}
+	refunds := &Check{N: 6, Name: "one Stripe Refund per refund key; refunded = succeeded refunds <= captured"}
+	manual := &Check{N: 11, Name: "authorizations, captures and cancels: answer = payment = PaymentIntent; captured once, never after a cancel"}
+	v.Checks = []*Check{keys, outcomes, charges, receipts, drained, refunds, manual}
+	checkManual(manual, intents, snap)
 	awaiting := map[string]bool{}
 	for _, in := range intents {
 		if in.AwaitsOperator {
@@ -53,7 +55,9 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration,
 		}
 	}
 	piOf := map[int64][]stripefake.PaymentIntent{}
+	piByID := map[string]stripefake.PaymentIntent{}
 	for _, pi := range snap.Intents {
+		piByID[pi.ID] = pi
 		v.PaymentIntents++
 		if pi.Status == stripefake.StatusSucceeded {
 			v.SucceededIntents++
@@ -84,6 +88,17 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration,
 	for id, pis := range piOf {
 		if n := countSucceeded(pis); n > 1 {
 			charges.Failf("payment %d was charged %d times: %v", id, n, piIDs(pis))
+		}
+		if p := snap.Payments[id]; p.CaptureMethod == "manual" {
+			holding := 0
+			for _, pi := range pis {
+				if held(pi) {
+					holding++
+				}
+			}
+			if holding > 1 {
+				charges.Failf("payment %d was authorized %d times: %v", id, holding, piIDs(pis))
+			}
 		}
 	}
 
@@ -135,7 +150,7 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration,
 				k.RecoveryPoint, k.Runs, deref(k.LockedBy), timeText(k.LockedAt), k.LastRunAt.Format("15:04:05.000"))
 			continue
 		}
-		if code := *k.ResponseCode; code != http.StatusCreated && code != http.StatusPaymentRequired && !(in.Refund && code == http.StatusBadRequest) {
+		if code := *k.ResponseCode; !finishedAs(in, int(code)) {
 			keys.Failf("key %s (id %d): finished with %d: %s", in.Key, k.ID, code, k.ResponseBody)
 			continue
 		}
@@ -145,9 +160,14 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration,
 			v.FinishedWithoutClient++
 		}
 		outcomes.Checked++
-		if in.Refund {
+		switch {
+		case in.Refund:
 			checkRefund(outcomes, in, k, snap)
-		} else {
+		case in.Action != "":
+			outcomes.Checked--
+			manual.Checked++
+			checkAction(manual, in, k, snap, piByID)
+		default:
 			checkOutcome(outcomes, in, k, snap, piOf)
 		}
 	}
@@ -168,10 +188,12 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration,
 			if n != 1 || queued {
 				receipts.Failf("succeeded payment %d has %d receipts (still in the outbox: %t, after %d failed deliveries)", p.ID, n, queued, attempts)
 			}
-		case "failed":
-			v.Failed++
+		case "failed", statusRequiresCapture, statusCanceled:
+			if p.Status == "failed" {
+				v.Failed++
+			}
 			if n != 0 || queued {
-				receipts.Failf("failed payment %d has %d receipts (in the outbox: %t)", p.ID, n, queued)
+				receipts.Failf("%s payment %d has %d receipts (in the outbox: %t)", p.Status, p.ID, n, queued)
 			}
 		case "pending":
 			if !snap.parked(p) {
@@ -182,6 +204,7 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration,
 		}
 	}
 
+	v.Manual = countManual(intents, snap)
 	drained.Checked = 1
 	if !drain.KeysDone {
 		drained.Failf("%d keys still unfinished %s after the faults stopped", drain.Unfinished, bound)
@@ -190,6 +213,17 @@ func Verify(intents []*Intent, snap *Snapshot, drain Drain, bound time.Duration,
 		drained.Failf("%d receipts still in the outbox %s after the faults stopped", drain.PendingReceipts, bound)
 	}
 	return v
+}
+
+// finishedAs reports whether a key of in may finish with code.
+func finishedAs(in *Intent, code int) bool {
+	switch {
+	case in.Action != "":
+		return code == http.StatusOK || code == http.StatusBadRequest
+	case in.Refund:
+		return code == http.StatusCreated || code == http.StatusPaymentRequired || code == http.StatusBadRequest
+	}
+	return code == http.StatusCreated || code == http.StatusPaymentRequired
 }
 
 // checkOutcome checks one finished key against its payment, its
@@ -222,6 +256,10 @@ func checkOutcome(c *Check, in *Intent, k *KeyRow, snap *Snapshot, piOf map[int6
 	switch code {
 	case http.StatusCreated:
 		switch {
+		case in.Card == CardVisa && in.Manual:
+			checkAuthorized(c, in, k, p, piOf[p.ID])
+		case p.CaptureMethod != "automatic" || p.Status == "succeeded" && p.AmountCaptured != p.Amount:
+			c.Failf("key %s: automatic payment %d is %s, %s with %d captured", in.Key, p.ID, p.CaptureMethod, p.Status, p.AmountCaptured)
 		case in.Card != CardVisa:
 			c.Failf("key %s: %s was charged (payment %d)", in.Key, in.Card, p.ID)
 		case p.Status != "succeeded" || p.PaymentIntentID == nil:

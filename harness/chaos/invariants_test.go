@@ -44,8 +44,9 @@ func world() ([]*Intent, *Snapshot) {
 		},
 		Payments: map[int64]*PaymentRow{
 			1: {ID: 1, PublicID: "pay_1", UserID: 7, KeyID: &keyA, Amount: 500, Currency: "usd", PaymentMethod: CardVisa, Status: "succeeded", PaymentIntentID: &piA,
-				AmountRefunded: 200, AmountReserved: 200},
-			2: {ID: 2, PublicID: "pay_2", UserID: 7, KeyID: &keyB, Amount: 900, Currency: "usd", PaymentMethod: CardDeclined, Status: "failed"},
+				AmountRefunded: 200, AmountReserved: 200, CaptureMethod: "automatic", AmountCaptured: 500},
+			2: {ID: 2, PublicID: "pay_2", UserID: 7, KeyID: &keyB, Amount: 900, Currency: "usd", PaymentMethod: CardDeclined, Status: "failed",
+				CaptureMethod: "automatic"},
 		},
 		Receipts: map[int64]int{1: 1},
 		Outbox:   map[int64]int{},
@@ -55,6 +56,7 @@ func world() ([]*Intent, *Snapshot) {
 		},
 	}
 	snap.PaymentsOf = map[int64][]*PaymentRow{keyA: {snap.Payments[1]}, keyB: {snap.Payments[2]}}
+	snap.PaymentsByPublicID = map[string]*PaymentRow{"pay_1": snap.Payments[1], "pay_2": snap.Payments[2]}
 	refund := &RefundRow{ID: 1, PublicID: "re_1", PaymentID: 1, KeyID: &keyR, Amount: 200, Status: "succeeded", StripeRefundID: &reA}
 	snap.Refunds, snap.RefundsOf = map[int64]*RefundRow{1: refund}, map[int64]*RefundRow{keyR: refund}
 	snap.StripeRefunds = []stripefake.Refund{{ID: reA, PaymentIntent: piA, Amount: 200, Status: stripefake.RefundSucceeded, Metadata: metadataOf("a-refund-1")}}

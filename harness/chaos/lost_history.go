@@ -133,6 +133,12 @@ func (l *Lost) candidates(now time.Time) []*Intent {
 	defer l.mu.Unlock()
 	var out []*Intent
 	for _, in := range l.Ledger.intents {
+		if in.Manual || in.Action != "" || in.Parent != nil && in.Parent.Manual {
+			// What a loss does to an authorization and its capture is not
+			// judged yet (lost_history_check.go): manual payments keep
+			// their history.
+			continue
+		}
 		done := in.Done
 		if in.Refund {
 			done = in.Parent != nil && in.Parent.Done && !l.taken[in.Parent]

@@ -22,6 +22,7 @@ func readopted() ([]*Intent, *Snapshot) {
 	p.ID, p.PublicID, p.KeyID = 3, "pay_3", &k.ID
 	snap.Payments[3] = p
 	snap.PaymentsOf = map[int64][]*PaymentRow{20: {p}, 11: {snap.Payments[2]}}
+	snap.PaymentsByPublicID = map[string]*PaymentRow{"pay_3": p, "pay_2": snap.Payments[2]}
 	snap.Receipts = map[int64]int{3: 1}
 	snap.Refunds[1].PaymentID = 3
 	return intents, snap

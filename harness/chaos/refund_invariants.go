@@ -98,8 +98,8 @@ func checkRefunds(c *Check, snap *Snapshot, v *Verdict, awaiting map[string]bool
 		c.Checked++
 		atStripe := refundedAtStripe[*p.PaymentIntentID]
 		switch {
-		case atStripe > p.Amount:
-			c.Failf("payment %d (%d) was refunded %d at Stripe", p.ID, p.Amount, atStripe)
+		case atStripe > p.AmountCaptured:
+			c.Failf("payment %d (%d captured of %d) was refunded %d at Stripe", p.ID, p.AmountCaptured, p.Amount, atStripe)
 		case atStripe != p.AmountRefunded || p.AmountRefunded != succeeded[p.ID]:
 			c.Failf("payment %d: refunded %d at Stripe, amount_refunded %d, succeeded refunds %d",
 				p.ID, atStripe, p.AmountRefunded, succeeded[p.ID])

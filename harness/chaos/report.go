@@ -133,8 +133,12 @@ func (r *Report) Print(w io.Writer) {
 	row("payments succeeded / failed", "%d / %d", v.Succeeded, v.Failed)
 	row("PaymentIntents (succeeded)", "%d (%d)", v.PaymentIntents, v.SucceededIntents)
 	row("receipts", "%d", v.Receipts)
+	if c.Manual > 0 {
+		v.Manual.print(row)
+	}
 
 	fmt.Fprintln(w, "invariants")
+	slices.SortStableFunc(v.Checks, func(a, b *Check) int { return a.N - b.N })
 	total := 0
 	for _, ch := range v.Checks {
 		verdict := "PASS"

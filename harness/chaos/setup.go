@@ -100,8 +100,9 @@ func Setup(ctx context.Context, cfg *Config, ev *Events) (*Rig, error) {
 	}
 	r.EmuProc = &Proc{
 		Name: "stripefake", Path: cfg.Stripefake(),
-		Args: append([]string{"--addr", emuAddr}, cfg.webhookArgs(serveAddrs)...),
-		Env:  r.env(nil), LogPath: filepath.Join(cfg.LogDir, "stripefake.log"),
+		Args: append([]string{"--addr", emuAddr, "--authorization-window", cfg.AuthorizationWindow.String()},
+			cfg.webhookArgs(serveAddrs)...),
+		Env: r.env(nil), LogPath: filepath.Join(cfg.LogDir, "stripefake.log"),
 	}
 	if err := r.EmuProc.Start(); err != nil {
 		return r, err

@@ -59,6 +59,10 @@ type PaymentRow struct {
 	// AmountRefunded and AmountReserved are what succeeded refunds gave
 	// back and what refunds that did not fail take.
 	AmountRefunded, AmountReserved int64
+	// CaptureMethod is automatic or manual; AmountCaptured is what was
+	// captured (the amount of a charged automatic payment).
+	CaptureMethod  string
+	AmountCaptured int64
 }
 
 // UserKey names an idempotency key: it is unique per user.
@@ -72,13 +76,15 @@ type UserKey struct {
 type Snapshot struct {
 	// Namespace is the deployment's: with a key it names an intent at
 	// Stripe.
-	Namespace  uuid.UUID
-	Keys       map[UserKey][]*KeyRow
-	Payments   map[int64]*PaymentRow
-	PaymentsOf map[int64][]*PaymentRow // by idempotency key id
-	Receipts   map[int64]int           // receipts per payment id
-	Outbox     map[int64]int           // receipts still in the outbox, with their failed attempts, per payment id
-	Intents    []stripefake.PaymentIntent
+	Namespace uuid.UUID
+	Keys      map[UserKey][]*KeyRow
+	Payments  map[int64]*PaymentRow
+	// PaymentsByPublicID are the same payments by the id the API shows.
+	PaymentsByPublicID map[string]*PaymentRow
+	PaymentsOf         map[int64][]*PaymentRow // by idempotency key id
+	Receipts           map[int64]int           // receipts per payment id
+	Outbox             map[int64]int           // receipts still in the outbox, with their failed attempts, per payment id
+	Intents            []stripefake.PaymentIntent
 	// Refunds are the refund rows by id, RefundsOf by their key's id, and
 	// StripeRefunds the emulator's.
 	Refunds       map[int64]*RefundRow
@@ -104,7 +110,8 @@ type ServiceRows struct {
 func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snapshot, error) {
 	s := &Snapshot{
 		Keys: map[UserKey][]*KeyRow{}, Payments: map[int64]*PaymentRow{}, PaymentsOf: map[int64][]*PaymentRow{},
-		Receipts: map[int64]int{}, Outbox: map[int64]int{},
+		PaymentsByPublicID: map[string]*PaymentRow{},
+		Receipts:           map[int64]int{}, Outbox: map[int64]int{},
 		Refunds: map[int64]*RefundRow{}, RefundsOf: map[int64]*RefundRow{},
 	}
 	if err := pool.QueryRow(ctx, `SELECT namespace FROM deployment`).Scan(&s.Namespace); err != nil {
@@ -130,7 +137,7 @@ func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snap
 	}
 
 	rows, err = pool.Query(ctx, `SELECT id, public_id, user_id, idempotency_key_id, amount, currency, payment_method, status,
-		stripe_payment_intent_id, amount_refunded, amount_reserved FROM payments`)
+		stripe_payment_intent_id, amount_refunded, amount_reserved, capture_method, amount_captured FROM payments`)
 	if err != nil {
 		return nil, fmt.Errorf("error reading payments: %w", err)
 	}
@@ -138,11 +145,12 @@ func TakeSnapshot(ctx context.Context, pool *pgxpool.Pool, emu *Emulator) (*Snap
 		p := &PaymentRow{}
 		var public uuid.UUID
 		if err := rows.Scan(&p.ID, &public, &p.UserID, &p.KeyID, &p.Amount, &p.Currency, &p.PaymentMethod, &p.Status,
-			&p.PaymentIntentID, &p.AmountRefunded, &p.AmountReserved); err != nil {
+			&p.PaymentIntentID, &p.AmountRefunded, &p.AmountReserved, &p.CaptureMethod, &p.AmountCaptured); err != nil {
 			return nil, err
 		}
 		p.PublicID = ids.Format(ids.Payment, public)
 		s.Payments[p.ID] = p
+		s.PaymentsByPublicID[p.PublicID] = p
 		if p.KeyID != nil {
 			s.PaymentsOf[*p.KeyID] = append(s.PaymentsOf[*p.KeyID], p)
 		}
