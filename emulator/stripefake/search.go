@@ -196,6 +196,11 @@ func (s *Server) searchLag() time.Duration {
 // search lag (Options.SearchLag, Chaos.SearchLag) has passed since its
 // creation. Pages continue after the last PaymentIntent shown.
 func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request, _ string) {
+	if !s.takeSearch() {
+		s.bump(func(st *Stats) { st.SearchesRateLimited++ })
+		writeError(w, http.StatusTooManyRequests, rateLimited())
+		return
+	}
 	s.bump(func(st *Stats) { st.Searches++ })
 	params := r.URL.Query()
 	bad := func(e *errorObject) {
