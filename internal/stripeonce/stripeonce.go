@@ -242,10 +242,21 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 // lookup alone: never by a create that could be a second one. Nothing found
 // proves "not created" only once every create ever sent is finished and
 // visible, which the send cut-off makes true at the window's end.
+//
+// The list need not reach past the window's end either: no run sends after
+// the cut-off, so whatever the intent made was made, and is visible, by
+// then, whatever the database remembers of its sends. Once search covers
+// the window's end (SearchLag and LookupLookback later), the list has
+// nothing left to cover and search alone decides: an account too busy to
+// page the list through settles then, not after LookupGrace.
 func reconcile[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error) {
 	var zero T
 	windowEnd := st.KeyCreatedAt.Add(Window)
-	result, found, err := op.Lookup(ctx, st.Lookup(rules, st.now().Add(rules.VisibilityMargin)))
+	until := st.now().Add(rules.VisibilityMargin)
+	if until.After(windowEnd) {
+		until = windowEnd
+	}
+	result, found, err := op.Lookup(ctx, st.Lookup(rules, until))
 	switch {
 	case err != nil && st.now().After(windowEnd.Add(rules.LookupGrace)):
 		var attention *phases.NeedsAttentionError
