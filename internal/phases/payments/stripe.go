@@ -50,6 +50,8 @@ type StripeConfig struct {
 	// ObserveLookup, when set, is told the result of every lookup:
 	// adopted, not_found, not_created or needs_attention.
 	ObserveLookup func(result string)
+	// ObserveTrustedSearchLag: see stripeonce.Rules.
+	ObserveTrustedSearchLag func(result string)
 }
 
 func (c *StripeConfig) setDefaults() {
@@ -97,7 +99,8 @@ func NewCharger(cfg StripeConfig) *Charger {
 		rules: stripeonce.Rules{
 			ExecutionBound: cfg.ExecutionBound, VisibilityMargin: cfg.VisibilityMargin,
 			LookupGrace: cfg.LookupGrace, SearchLag: cfg.SearchLag, LookupLookback: cfg.LookupLookback, Observe: cfg.ObserveLookup,
-			StripeOffset: clock.Offset, LostHistoryAt: cfg.LostHistoryAt, LostHistoryHorizon: cfg.LostHistoryHorizon,
+			ObserveTrustedSearchLag: cfg.ObserveTrustedSearchLag,
+			StripeOffset:            clock.Offset, LostHistoryAt: cfg.LostHistoryAt, LostHistoryHorizon: cfg.LostHistoryHorizon,
 		}.WithDefaults(),
 	}
 }
