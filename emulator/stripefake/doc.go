@@ -149,9 +149,10 @@
 // embeds (see spec_test.go for why that version).
 //
 // Differences from real Stripe, on purpose: search is strongly consistent
-// unless a lag is configured and unlimited unless a rate is, only the query forms metadata['k']:'v',
-// status:'s', currency:'c' and amount:n, up to ten joined by AND or by
-// OR (never both, as Stripe's query language has it), are understood,
+// unless a lag is configured and unlimited unless a rate is, only the
+// query forms metadata['k']:'v', status:'s', currency:'c' and amount:n, up
+// to ten joined by AND or by OR (never both, as Stripe's query language
+// has it), are understood,
 // PaymentIntents have no customer (list with customer=... is empty),
 // PaymentIntents and refunds are visible to every API key, and only create,
 // retrieve, list, search, capture and cancel of PaymentIntents and create,

@@ -74,9 +74,10 @@ func (c *StripeConfig) setDefaults() {
 
 // Charger charges payments through stripe-go.
 type Charger struct {
-	api   *client.API
-	cfg   StripeConfig
-	rules stripeonce.Rules
+	api      *client.API
+	cfg      StripeConfig
+	rules    stripeonce.Rules
+	searches *searchPool
 }
 
 // NewCharger returns a Charger. stripe-go's own retries are off: the phase
@@ -93,9 +94,11 @@ func NewCharger(cfg StripeConfig) *Charger {
 		backendCfg.URL = stripe.String(cfg.APIBase)
 	}
 	backend := stripe.GetBackendWithConfig(stripe.APIBackend, backendCfg)
+	api := client.New(cfg.SecretKey, &stripe.Backends{API: backend, Connect: backend, Uploads: backend})
 	return &Charger{
-		api: client.New(cfg.SecretKey, &stripe.Backends{API: backend, Connect: backend, Uploads: backend}),
-		cfg: cfg,
+		api:      api,
+		cfg:      cfg,
+		searches: newSearchPool(api, cfg.Timeout),
 		rules: stripeonce.Rules{
 			ExecutionBound: cfg.ExecutionBound, VisibilityMargin: cfg.VisibilityMargin,
 			LookupGrace: cfg.LookupGrace, SearchLag: cfg.SearchLag, LookupLookback: cfg.LookupLookback, Observe: cfg.ObserveLookup,
