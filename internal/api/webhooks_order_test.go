@@ -41,13 +41,7 @@ func TestLateRefundEventsNeverOverwriteANewerState(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			// The emulator's own events, held back: an endpoint that
-			// never takes them, so the test delivers them when it likes.
-			held := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				w.WriteHeader(http.StatusServiceUnavailable)
-			}))
-			t.Cleanup(held.Close)
-			em := testutil.StartEmulator(t, stripefake.Options{WebhookURL: held.URL, WebhookSecret: whsec, WebhookBackoff: time.Hour, WebhookMaxBackoff: time.Hour})
+			em := heldEventsEmulator(t)
 			svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
 			_, apiKey := svc.NewUser(t)
 			p := paid(t, svc, apiKey, "pay")
@@ -79,17 +73,7 @@ func TestLateRefundEventsNeverOverwriteANewerState(t *testing.T) {
 
 			// Every event of the Refund, oldest first, then once more in
 			// reverse: none may move it off failed.
-			var payloads []string
-			for _, ev := range em.Events() {
-				if ev.ObjectID == refunds[0].ID {
-					payloads = append(payloads, string(ev.Payload))
-				}
-			}
-			require.NotEmpty(t, payloads)
-			for i := len(payloads) - 1; i >= 0; i-- {
-				payloads = append(payloads, payloads[i])
-			}
-			for _, payload := range payloads {
+			for _, payload := range eventsThereAndBack(t, em, refunds[0].ID) {
 				resp := deliver(t, svc, payload, whsec, time.Now())
 				require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
 				require.NotContains(t, string(resp.Body), `"alarm":true`, "a late %s is older than the failed refund", tc.late)
@@ -103,4 +87,65 @@ func TestLateRefundEventsNeverOverwriteANewerState(t *testing.T) {
 			require.Zero(t, refunded)
 		})
 	}
+}
+
+// TestLatePaymentEventsNeverOverwriteANewerState checks payments for the
+// same flaw. A payment settled by its lookup (its create's answer was a 500)
+// as declined: its PaymentIntent went processing, then failed. Its events,
+// delivered afterwards and again in reverse, change nothing: a
+// PaymentIntent's only way out of a final state is to succeed, which no
+// event older than a recorded state can claim.
+func TestLatePaymentEventsNeverOverwriteANewerState(t *testing.T) {
+	t.Parallel()
+	em := heldEventsEmulator(t)
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	_, apiKey := svc.NewUser(t)
+	processing := `{"amount": 2000, "currency": "usd", "payment_method": "pm_card_processing"}`
+	em.Inject(stripefake.Fault{Kind: stripefake.Fault500Charged, Op: stripefake.OpCreatePaymentIntent})
+	requireProblem(t, svc.PostPayment(t, apiKey, "slow", processing), http.StatusServiceUnavailable, "processor-unavailable")
+	pis := em.PaymentIntents()
+	require.Len(t, pis, 1)
+	_, err := em.SetPaymentIntentStatus(pis[0].ID, stripefake.StatusRequiresPaymentMethod, "insufficient_funds")
+	require.NoError(t, err)
+	declined := svc.PostPayment(t, apiKey, "slow", processing)
+	require.Equal(t, http.StatusPaymentRequired, declined.Status, "body: %s", declined.Body)
+
+	for _, payload := range eventsThereAndBack(t, em, pis[0].ID) {
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		require.NotContains(t, string(resp.Body), `"alarm":true`)
+	}
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+	replay := svc.PostPayment(t, apiKey, "slow", processing)
+	require.Equal(t, http.StatusPaymentRequired, replay.Status, "the key keeps its answer; body: %s", replay.Body)
+	require.Len(t, em.PaymentIntents(), 1)
+}
+
+// heldEventsEmulator is an emulator whose events are held back: their
+// endpoint never takes them, so a test delivers them when it likes.
+func heldEventsEmulator(t *testing.T) *testutil.Emulator {
+	t.Helper()
+	held := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(held.Close)
+	return testutil.StartEmulator(t, stripefake.Options{WebhookURL: held.URL, WebhookSecret: whsec,
+		WebhookBackoff: time.Hour, WebhookMaxBackoff: time.Hour})
+}
+
+// eventsThereAndBack is every event the emulator made about objectID, oldest
+// first, then again newest first: late, twice and out of order.
+func eventsThereAndBack(t *testing.T, em *testutil.Emulator, objectID string) []string {
+	t.Helper()
+	var payloads []string
+	for _, ev := range em.Events() {
+		if ev.ObjectID == objectID {
+			payloads = append(payloads, string(ev.Payload))
+		}
+	}
+	require.NotEmpty(t, payloads)
+	for i := len(payloads) - 1; i >= 0; i-- {
+		payloads = append(payloads, payloads[i])
+	}
+	return payloads
 }
