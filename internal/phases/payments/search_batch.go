@@ -20,7 +20,8 @@ import (
 // (clauses joined by OR, at most searchClauses), and one process starts a
 // search at most every searchInterval. An idle charger searches at once;
 // under load, the intents that arrive before the next search may start
-// share it: 100 new payments a second cost 10 searches a second.
+// share it: 100 new payments a second cost 10 searches a second. Beyond
+// that a lookup waits its turn, and gives up with its request.
 const (
 	// searchClauses is how many intents one query asks for.
 	searchClauses = 10
@@ -43,6 +44,7 @@ type searchPool struct {
 // searchBatch is one query's intents and, once done is closed, its answer.
 type searchBatch struct {
 	intents []string
+	waiting int // callers still waiting: none left, no search
 	done    chan struct{}
 	found   []*stripe.PaymentIntent
 	err     error
@@ -67,6 +69,7 @@ func (p *searchPool) search(ctx context.Context, intentID string) ([]*stripe.Pay
 		go p.run(context.WithoutCancel(ctx), batch)
 	}
 	batch.intents = append(batch.intents, intentID)
+	batch.waiting++
 	if len(batch.intents) == searchClauses {
 		p.open = nil
 	}
@@ -74,6 +77,9 @@ func (p *searchPool) search(ctx context.Context, intentID string) ([]*stripe.Pay
 	select {
 	case <-batch.done:
 	case <-ctx.Done():
+		p.mu.Lock()
+		batch.waiting--
+		p.mu.Unlock()
 		return nil, ctx.Err()
 	}
 	if batch.err != nil {
@@ -108,8 +114,16 @@ func (p *searchPool) run(ctx context.Context, batch *searchBatch) {
 	for i, id := range batch.intents {
 		clauses[i] = fmt.Sprintf("metadata['%s']:'%s'", intent.MetadataIntent, id)
 	}
+	abandoned := batch.waiting == 0
 	p.mu.Unlock()
 	defer close(batch.done)
+	if abandoned {
+		// Every caller gave up while it waited its turn (under a load
+		// above the pace): a search now would spend the budget for no
+		// one.
+		batch.err = context.Canceled
+		return
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
