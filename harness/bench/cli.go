@@ -113,6 +113,7 @@ func runCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 	bareProfiler := Profiler{Process: "bare", Kinds: []string{"cpu", "allocs"}}
 	fs.StringVar(&cfg.ServiceURL, "service", "", "base URL of paymentsd serve")
 	fs.StringVar(&cfg.BareURL, "bare", "", "base URL of the bare service (paymentsd-bare)")
+	fs.StringVar(&cfg.LeastURL, "least", "", "base URL of the bare service over the least SQL (paymentsd-bare -sql least); empty: not measured")
 	fs.IntVar(&cfg.SlowConns, "slow-conns", SlowConns, "payments in flight at the slow-processor point (0: skip it)")
 	fs.DurationVar(&cfg.SlowLatency, "slow-latency", SlowLatency, "the emulator's latency at the slow-processor point")
 	fs.StringVar(&profiler.URL, "pprof", "", "base URL of the service's pprof server: profile its runs at 32 connections")
@@ -316,7 +317,7 @@ func parseConns(s string) ([]int, error) {
 // processesFlag defines -pids, parsed into p: the process ids whose CPU
 // time each run reads.
 func processesFlag(fs *flag.FlagSet, p *Processes) {
-	fs.Func("pids", "process ids whose CPU time each run reads: service=PID,bare=PID,emulator=PID", func(s string) (err error) {
+	fs.Func("pids", "process ids whose CPU time each run reads: service=PID,bare=PID,least=PID,emulator=PID", func(s string) (err error) {
 		*p, err = ParseProcesses(s)
 		return err
 	})

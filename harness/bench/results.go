@@ -113,7 +113,20 @@ type Point struct {
 	// Waits is what the database's backends were doing during each side's
 	// runs, from pg_stat_activity (waits.go); nil when it was not sampled.
 	Waits *WaitCosts `json:"waits,omitempty"`
+	// LeastFresh and LeastReplay are the bare service over the least SQL
+	// that does the job (harness/bench/least), the design's yardstick, and
+	// LeastCeiling and LeastReplayCeiling its pgbench ceilings (least.sql,
+	// least_replay.sql); zero when the run had no least-SQL bare service
+	// (see Point.LeastMeasured).
+	LeastFresh         Load    `json:"least_fresh"`
+	LeastReplay        Load    `json:"least_replay"`
+	LeastCeiling       Ceiling `json:"least_ceiling"`
+	LeastReplayCeiling Ceiling `json:"least_replay_ceiling"`
 }
+
+// LeastMeasured reports whether the point measured the least SQL: the
+// bare service over it, and its ceilings.
+func (p Point) LeastMeasured() bool { return p.LeastFresh.OK > 0 || p.LeastCeiling.Transactions > 0 }
 
 // Slow is the slow-processor point.
 type Slow struct {

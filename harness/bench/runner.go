@@ -16,6 +16,10 @@ type Config struct {
 	// serve, of the bare service (harness/cmd/paymentsd-bare) and of the Stripe
 	// emulator both call.
 	ServiceURL, BareURL, EmulatorURL string
+	// LeastURL is the base URL of the bare service over the least SQL
+	// (paymentsd-bare -sql least), the design's yardstick; empty: the run
+	// measures neither it nor least.sql.
+	LeastURL string
 	// AdminURL is any other database on the server (the watcher's); BenchURL
 	// and BenchDB name the database the service uses, and only it.
 	AdminURL, BenchURL, BenchDB string
@@ -26,7 +30,8 @@ type Config struct {
 	// Duration is every measured window; Warmup precedes each HTTP one.
 	Duration, Warmup time.Duration
 	PGBench          *PGBench
-	// Scripts is the directory of fresh.sql and replay.sql.
+	// Scripts is the directory of fresh.sql and replay.sql, and of
+	// least.sql and least_replay.sql.
 	Scripts string
 	// Command and Code are how the run was started and the commit it
 	// measured, as the report shows them.
@@ -76,6 +81,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	if err := PrepareReplays(ctx, cfg.BareURL, cfg.Users, cfg.ReplayKeys, BareReplayPrefix); err != nil {
 		return nil, fmt.Errorf("error preparing the bare service's replay keys: %w", err)
+	}
+	if cfg.LeastURL != "" {
+		if err := PrepareReplays(ctx, cfg.LeastURL, cfg.Users, cfg.ReplayKeys, LeastReplayPrefix); err != nil {
+			return nil, fmt.Errorf("error preparing the least-SQL bare service's replay keys: %w", err)
+		}
 	}
 	watcher.Touched()
 	noiseFor := min(max(cfg.Duration/2, 2*time.Second), 5*time.Second)
@@ -237,20 +247,23 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	bareFreshAgain := func() (measured, error) {
 		return m.vacuumedRun(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users), &sums.bareFresh, nil)
 	}
-	if p.BareFresh, p.Fresh, err = m.abba(bareFresh, fresh, bareFreshAgain, freshAgain); err != nil {
-		return p, nil, err
-	}
-
 	serviceReplays := func() (measured, error) {
 		return m.vacuumedRun(ctx, ReplayScenario("service replays", m.cfg.ServiceURL, m.cfg.Users, m.cfg.ReplayKeys, ServiceReplayPrefix), &sums.replay, replaySum)
 	}
 	bareReplays := func() (measured, error) {
 		return m.vacuumedRun(ctx, ReplayScenario("bare replays", m.cfg.BareURL, m.cfg.Users, m.cfg.ReplayKeys, BareReplayPrefix), &sums.bareReplay, nil)
 	}
-	if p.Replay, p.BareReplay, err = m.runPair(serviceReplays, bareReplays); err != nil {
-		return p, nil, err
-	}
-	if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql", nil); err != nil {
+	if m.cfg.LeastURL == "" {
+		if p.BareFresh, p.Fresh, err = m.abba(bareFresh, fresh, bareFreshAgain, freshAgain); err != nil {
+			return p, nil, err
+		}
+		if p.Replay, p.BareReplay, err = m.runPair(serviceReplays, bareReplays); err != nil {
+			return p, nil, err
+		}
+		if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql", nil); err != nil {
+			return p, nil, err
+		}
+	} else if err := m.withLeast(ctx, &p, &sums, bareFresh, fresh, bareFreshAgain, freshAgain, serviceReplays, bareReplays); err != nil {
 		return p, nil, err
 	}
 	p.Costs, p.CPU, p.Waits = sums.costs(), sums.cpuCosts(), sums.waitCosts()
