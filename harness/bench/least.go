@@ -1,6 +1,10 @@
 package bench
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"strings"
+)
 
 // # The design's yardstick
 //
@@ -54,4 +58,23 @@ func (m *measurer) withLeast(ctx context.Context, p *Point, sums *costSums, bare
 	}
 	p.LeastReplayCeiling, err = m.ceiling(ctx, "least_replay.sql", nil)
 	return err
+}
+
+// leastMethod says how the least SQL was measured, for the reports'
+// method.
+func leastMethod(b *strings.Builder) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("- **The least-SQL bare service** is the design's yardstick: the bare service's code over the least SQL\n")
+	w("  that does the job instead of the service's (`paymentsd-bare -sql least`, a process of its own with the\n")
+	w("  same pool size), on a schema of its own (`leastsql`, harness/bench/least/schema.sql, created by it in the\n")
+	w("  bench database; only the users are the service's). The key with its unique index, the payment (its\n")
+	w("  UUIDv7 public id its only key), an audit row per change, a staged job and the stored answer: five indexes,\n")
+	w("  no updated column indexed. Its first transaction inserts the key at the point it reaches, then the\n")
+	w("  payment and its audit row; its second records the outcome and its audit row, stages the job and\n")
+	w("  finishes the key under its lease; a replay is one indexed read. `least.sql` and `least_replay.sql` are\n")
+	w("  its ceilings, statement for statement. At each connection count least.sql runs right after fresh.sql,\n")
+	w("  then the least-SQL bare's fresh run; at %d connections its fresh runs join the judged ones as a third\n", TargetConns)
+	w("  side (bare, service, least; then least, service, bare; and so on), and its replays likewise (service,\n")
+	w("  bare, least; then reversed), so that of any two sides each runs first in half the rounds. The\n")
+	w("  ceilings are one run each.\n")
 }

@@ -30,7 +30,10 @@ func header(b *strings.Builder, r *Results) {
 	w("(`harness/cmd/paymentsd-bare`, `harness/bench/bare`): the same two commits, the same stripe-go call to the same\n")
 	w("Stripe emulator, and nothing else, measured in the same run with the same load generator, emulator and\n")
 	w("Postgres cluster. The SQL ceilings of the same work, pgbench running `harness/bench/pgbench/fresh.sql` and\n")
-	w("`replay.sql`, are shown beside both. Written by `make bench` (scripts/bench.sh, harness/cmd/paymentsd-bench;\n")
+	w("`replay.sql`, are shown beside both. That yardstick reads the engine's cost; the design's cost is read against\n")
+	w("a second one in the same run, a bare service over **the least SQL that does the job** (`paymentsd-bare -sql\n")
+	w("least`, `harness/bench/least`: Brandur's shape, five indexes, a schema of its own that the service never\n")
+	w("uses) and its ceilings, `least.sql` and `least_replay.sql`. Written by `make bench` (scripts/bench.sh, harness/cmd/paymentsd-bench;\n")
 	w("the committed copy by `make bench BENCH_WRITE=1`); do not edit by hand.\n\n")
 	w("- **Date:** %s (UTC), %s of measurement\n", r.Started.Format("2006-01-02 15:04"), r.Finished.Sub(r.Started).Round(1e9))
 	w("- **Command:** `%s`\n", r.Command)
@@ -101,6 +104,9 @@ func method(b *strings.Builder, r *Results) {
 	w("  the benchmark's few users send far more than any one client should, and `PAYMENTSD_LOG_LEVEL=warn`:\n")
 	w("  its one access-log line per request, at info, is not written (the bare writes none either), while\n")
 	w("  each request's logger, carrying its id, is still made: the profiles count it under logging.\n")
+	if p, ok := r.point(TargetConns); ok && p.LeastMeasured() {
+		leastMethod(b)
+	}
 	w("- **Emulator alone** posts a charge (`amount=2000&currency=usd&payment_method=pm_card_visa&confirm=true`,\n")
 	w("  `Authorization: Bearer sk_test_x`, a new Idempotency-Key each) straight to the emulator's\n")
 	w("  `/v1/payment_intents`: the part of a fresh payment that is not ours.\n")
