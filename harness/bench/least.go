@@ -35,10 +35,29 @@ func (m *measurer) withLeast(ctx context.Context, p *Point, sums *costSums, bare
 	leastFresh := func() (measured, error) {
 		return m.vacuumedRun(ctx, FreshScenario("least fresh", m.cfg.LeastURL, m.cfg.Users), &sums.leastFresh, nil)
 	}
-	first, err := leastFresh()
+	// The first run is bracketed by settled readings, as the service's
+	// first is, for the database's evidence (evidence.go).
+	if err := m.vacuum(ctx); err != nil {
+		return err
+	}
+	m.watcher.Touched()
+	start, err := m.watcher.Settle(ctx)
 	if err != nil {
 		return err
 	}
+	evidence := m.evidenceBracket(ctx, start)
+	first, err := m.observe(ctx, FreshScenario("least fresh", m.cfg.LeastURL, m.cfg.Users), &sums.leastFresh, nil)
+	if err != nil {
+		return err
+	}
+	end, err := m.watcher.Settle(ctx)
+	if err != nil {
+		return err
+	}
+	if p.Evidence == nil {
+		p.Evidence = &EvidenceSides{}
+	}
+	p.Evidence.Least = evidence(end, first.Total)
 	fresher, err := m.abbaSides([]measured{bareFresh, fresh, first}, []func() (measured, error){bareFreshAgain, freshAgain, leastFresh})
 	if err != nil {
 		return err

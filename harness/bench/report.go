@@ -14,6 +14,7 @@ func Summary(r *Results, svgPath, reportPath string) string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	header(&b, r)
 	w("## Targets\n\n%s\n", targetsTable(r))
+	b.WriteString(evidenceSummary(r))
 	w("![Throughput and p99 latency against connections: the service beside the bare service and the SQL ceiling](%s)\n\n", svgPath)
 	w("Every figure behind these, for every connection count (fresh payments, replays, commits, where the\n")
 	w("service's time and the database's time go, the machine), is in the full report of the same run:\n")
@@ -74,6 +75,7 @@ func Markdown(r *Results, svgPath string) string {
 	w("service figure is read against the bare service measured seconds apart from it.\n\n")
 
 	commitSection(&b, r)
+	evidenceSection(&b, r)
 	profileSection(&b, r)
 	cpuCostSection(&b, r)
 	statementSection(&b, r)

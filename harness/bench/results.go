@@ -122,6 +122,10 @@ type Point struct {
 	LeastReplay        Load    `json:"least_replay"`
 	LeastCeiling       Ceiling `json:"least_ceiling"`
 	LeastReplayCeiling Ceiling `json:"least_replay_ceiling"`
+	// Evidence is what the database showed of the service's first fresh
+	// run and of the least-SQL bare's (evidence.go); nil, or either side
+	// nil, when it could not be read.
+	Evidence *EvidenceSides `json:"evidence,omitempty"`
 }
 
 // LeastMeasured reports whether the point measured the least SQL: the

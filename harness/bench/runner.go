@@ -182,6 +182,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if err != nil {
 		return p, nil, err
 	}
+	evidence := m.evidenceBracket(ctx, start)
 	before, err := st.Snapshot(ctx)
 	if err != nil {
 		return p, nil, err
@@ -211,7 +212,12 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		}
 		w.Touched()
 	}
-	p.Commits = commitsOf(start, end, fresh.Total, 2*st.Readings(), writes, m.noise)
+	harness := 2 * st.Readings()
+	if m.wal != nil {
+		harness += evidenceReadings
+	}
+	p.Commits = commitsOf(start, end, fresh.Total, harness, writes, m.noise)
+	p.Evidence = &EvidenceSides{Service: evidence(end, fresh.Total)}
 	if st != nil {
 		delta := snapshot{}
 		addDelta(delta, before, after)
