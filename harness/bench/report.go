@@ -130,6 +130,13 @@ func method(b *strings.Builder, r *Results) {
 		w("  fixed %.0f ms (its chaos latency, no faults) while %d clients keep payments in flight, against the\n", s.LatencyMS, s.Conns)
 		w("  service and then the bare service; the latency is reset afterwards.\n")
 	}
+	if s := r.Many; s != nil {
+		w("- **Many in flight:** after the slow point, with the same latency, %d clients keep payments in\n", s.Conns)
+		w("  flight against the service, its resident memory (VmRSS, /proc) read before, every 100 ms during and\n")
+		w("  after the run, then against the bare service. The service is read against the lesser of Little's\n")
+		w("  bound (in flight over the latency) and the most fresh.sql sustained at any connection count of the run;\n")
+		w("  the client's timeout is 30 s, and a timeout counts as an error and apart.\n")
+	}
 	w("- **Targets** are judged at %d connections for throughput and p99, at every point for 409s and\n", TargetConns)
 	w("  errors, and at %s connections for the writing transactions.\n", joinInts(WritesConns, " and "))
 }

@@ -34,6 +34,8 @@ type Results struct {
 	// Slow is the slow-processor point: the emulator answering every
 	// create after a fixed latency, service and bare at one concurrency.
 	Slow *Slow `json:"slow,omitempty"`
+	// Many is the many-in-flight point (many.go); nil when it was not run.
+	Many *Many `json:"many,omitempty"`
 	// Profiled is set when the service ran with its pprof server on
 	// (BENCH_PROFILE=1), and Profiles holds what was fetched from it and
 	// from the bare service's.
@@ -188,8 +190,10 @@ type Load struct {
 	// Unexpected counts 2xx responses that were still wrong: a replay
 	// without Idempotent-Replayed: true, say.
 	Unexpected int `json:"unexpected"`
-	// Errors counts transport errors: no HTTP response at all.
-	Errors int `json:"errors"`
+	// Errors counts transport errors: no HTTP response at all; Timeouts
+	// those of them that were the client's timeout (30 s) running out.
+	Errors   int `json:"errors"`
+	Timeouts int `json:"timeouts,omitempty"`
 	// Runs is the throughput of each run a combined Load was read from,
 	// in the order they ran (the judged pairs at TargetConns, JudgedRuns
 	// runs a side in ABBA order); empty for a single run.

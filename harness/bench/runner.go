@@ -41,6 +41,9 @@ type Config struct {
 	// SlowLatency. SlowConns 0 skips it.
 	SlowConns   int
 	SlowLatency time.Duration
+	// ManyConns is the payments in flight at the many-in-flight point,
+	// with the emulator answering after SlowLatency (many.go); 0 skips it.
+	ManyConns int
 	// Profiler, when set, profiles the service's fresh and replay runs at
 	// TargetConns connections; BareProfiler the bare service's.
 	Profiler, BareProfiler *Profiler
@@ -116,6 +119,12 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if cfg.SlowConns > 0 {
 		m := measurer{cfg: cfg, conns: cfg.SlowConns}
 		if res.Slow, err = m.slow(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.ManyConns > 0 {
+		m := measurer{cfg: cfg, conns: cfg.ManyConns}
+		if res.Many, err = m.many(ctx); err != nil {
 			return nil, err
 		}
 	}

@@ -86,6 +86,7 @@ func Tables(r *Results) string {
 	}
 
 	b.WriteString(leastTables(r))
+	b.WriteString(manyTable(r))
 
 	if s := r.Slow; s != nil {
 		w("\n### Slow processor (the emulator answers every create in %.0f ms)\n\n", s.LatencyMS)

@@ -91,7 +91,7 @@ func Evaluate(r *Results) []Target {
 	default:
 		slow.Measured, slow.Met = shareOf(s.Fresh, s.BareFresh, "payments/s", SlowRatio)
 	}
-	targets = append(targets, slow)
+	targets = append(targets, slow, manyTarget(r))
 
 	for _, conns := range WritesConns {
 		t := Target{Name: fmt.Sprintf("≤ %.1f writing transactions per fresh payment, background included, at %d connection%s",
@@ -153,6 +153,10 @@ func (r *Results) runs() []namedLoad {
 	}
 	if s := r.Slow; s != nil {
 		at := fmt.Sprintf(" at the slow point (%d)", s.Conns)
+		runs = append(runs, namedLoad{"service fresh" + at, s.Fresh}, namedLoad{"bare fresh" + at, s.BareFresh})
+	}
+	if s := r.Many; s != nil {
+		at := fmt.Sprintf(" with %d in flight", s.Conns)
 		runs = append(runs, namedLoad{"service fresh" + at, s.Fresh}, namedLoad{"bare fresh" + at, s.BareFresh})
 	}
 	if f := r.Filled; f.Measured() {

@@ -49,6 +49,8 @@ func sample() *Results {
 		StatStatements: "enabled", WALInspect: "enabled",
 		Points: []Point{point(1), point(8), point(32), point(64)},
 		Slow:   &Slow{Conns: SlowConns, LatencyMS: ms(SlowLatency), Fresh: load(250, 270), BareFresh: load(252, 262)},
+		Many: &Many{Conns: ManyConns, LatencyMS: ms(SlowLatency), Fresh: load(760, 1300), BareFresh: load(780, 1250),
+			Memory: &Memory{Before: 40 << 20, Peak: 120 << 20, After: 90 << 20}},
 	}
 }
 
@@ -80,7 +82,7 @@ outer:
 func TestEvaluateMet(t *testing.T) {
 	r := sample()
 	targets := Evaluate(r)
-	require.Len(t, targets, 13)
+	require.Len(t, targets, 14)
 	for _, target := range targets {
 		require.True(t, target.Met, "%s: %s", target.Name, target.Measured)
 	}
@@ -208,7 +210,7 @@ func TestJudgedPairsShowTheirRuns(t *testing.T) {
 func TestEvaluateMissingPoints(t *testing.T) {
 	r := sample()
 	r.Points = r.Points[:2] // 1 and 8 connections
-	r.Slow = nil
+	r.Slow, r.Many = nil, nil
 	for _, target := range Evaluate(r) {
 		if strings.Contains(target.Name, "zero") || strings.Contains(target.Name, "at 1 connection") {
 			continue
