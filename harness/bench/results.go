@@ -227,6 +227,12 @@ type Ceiling struct {
 	// WritesPerScript is the writing transactions per script, from the
 	// WAL: 2 for fresh.sql.
 	WritesPerScript float64 `json:"writes_per_script,omitempty"`
+	// Runs is the throughput of each run a combined Ceiling was read from
+	// (combineCeilings), in the order they ran; empty for a single run.
+	Runs []float64 `json:"runs,omitempty"`
+	// latencies are the run's transaction latencies, sorted, for
+	// combining; they stay out of the saved results.
+	latencies []time.Duration
 }
 
 // Commits is the commit accounting of one fresh run.

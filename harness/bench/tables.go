@@ -31,7 +31,8 @@ func targetsTable(r *Results) string {
 		if p, ok := r.point(TargetConns); ok && p.LeastMeasured() {
 			w("The least-SQL bare service's runs there are a third side of the same rounds (fresh payments bare,\n")
 			w("service, least, then least, service, bare; replays service, bare, least, then reversed), read alike;\n")
-			w("the design's targets pair each service run with the least's of its round. The ceilings are one run each.\n")
+			w("the design's targets pair each service run with the least's of its round. fresh.sql and least.sql run\n")
+			w("so there too, each script's runs read as one.\n")
 		}
 		w("Beside each judged share the targets give each pair's share and a 95%% interval for the share from them\n")
 		w("(Student's t over the pairs; for the filled point against the empty database, over each side's runs as\n")

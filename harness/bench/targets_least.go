@@ -42,6 +42,10 @@ func leastTargets(r *Results) []Target {
 		c, lc := p.FreshCeiling, p.LeastCeiling
 		share := ratio(c.TPS, lc.TPS)
 		ceiling.Measured = fmt.Sprintf("%.0f%% (%.0f of %.0f payments/s)", share*100, c.TPS, lc.TPS)
+		if len(c.Runs) > 0 || len(lc.Runs) > 0 {
+			ceiling.Measured += fmt.Sprintf("; runs (ABBA): fresh.sql %s, least.sql %s", runList(c.Runs), runList(lc.Runs))
+			ceiling.Measured += pairInterval(Load{Runs: c.Runs}, Load{Runs: lc.Runs}, LeastCeilingRatio)
+		}
 		ceiling.Met = lc.TPS > 0 && share >= LeastCeilingRatio
 		fresh.Measured, fresh.Met = shareOf(p.Fresh, p.LeastFresh, "payments/s", LeastRatio)
 		fresh.Measured += leastRuns(p.Fresh, p.LeastFresh) + pairInterval(p.Fresh, p.LeastFresh, LeastRatio)
