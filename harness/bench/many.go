@@ -29,12 +29,23 @@ const (
 	// ManyRatio is the least share of the lesser of Little's bound and
 	// the service's SQL ceiling the service must reach there.
 	ManyRatio = 0.90
+	// ManyWarmup and ManyWindow are the least warm-up and window of the
+	// point's runs. With a thousand in flight a payment takes about two
+	// seconds on two cores (in flight over throughput), so a short run's
+	// 0.5 s warm-up ends before the first wave is answered and its 2 s
+	// window holds about one round trip a client: the point would read
+	// its ramp, not its steady state.
+	ManyWarmup = 3 * time.Second
+	ManyWindow = 10 * time.Second
 )
 
 // Many is the many-in-flight point.
 type Many struct {
 	Conns     int     `json:"conns"`
 	LatencyMS float64 `json:"latency_ms"`
+	// Warmup and Window are its runs' (manyMeasurer).
+	Warmup    Seconds `json:"warmup,omitempty"`
+	Window    Seconds `json:"window,omitempty"`
 	Fresh     Load    `json:"fresh"`
 	BareFresh Load    `json:"bare_fresh"`
 	// Memory is the service process's resident memory, from /proc; nil
@@ -64,7 +75,7 @@ func (m *Many) LittleBound() float64 {
 // payments in flight, the service's memory sampled meanwhile. The
 // emulator's latency is reset afterwards, whatever happens.
 func (m *measurer) many(ctx context.Context) (*Many, error) {
-	s := &Many{Conns: m.conns, LatencyMS: ms(m.cfg.SlowLatency)}
+	s := &Many{Conns: m.conns, LatencyMS: ms(m.cfg.SlowLatency), Warmup: Of(m.cfg.Warmup), Window: Of(m.cfg.Duration)}
 	logf(m.cfg.Log, "many in flight: the emulator answers in %s, %d payments in flight", m.cfg.SlowLatency, m.conns)
 	if err := SetEmulatorLatency(ctx, m.cfg.EmulatorURL, m.cfg.SlowLatency.Milliseconds()); err != nil {
 		return nil, err
@@ -101,6 +112,13 @@ func (m *measurer) many(ctx context.Context) (*Many, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// manyMeasurer is the measurer of the many-in-flight point: cfg's, with
+// at least ManyWarmup and ManyWindow.
+func manyMeasurer(cfg Config) *measurer {
+	cfg.Warmup, cfg.Duration = max(cfg.Warmup, ManyWarmup), max(cfg.Duration, ManyWindow)
+	return &measurer{cfg: cfg, conns: cfg.ManyConns}
 }
 
 // sampleRSS reads process pid's resident memory now and every interval

@@ -3,6 +3,7 @@ package bench
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -46,4 +47,16 @@ func TestReadRSS(t *testing.T) {
 	require.NotNil(t, m)
 	require.GreaterOrEqual(t, m.Peak, m.Before)
 	require.Nil(t, sampleRSS(0, 1)())
+}
+
+// TestManyMeasurerWaitsOutTheRamp: the point's runs last at least
+// ManyWarmup and ManyWindow, and longer when the run's do.
+func TestManyMeasurerWaitsOutTheRamp(t *testing.T) {
+	m := manyMeasurer(Config{Warmup: 500 * time.Millisecond, Duration: 2 * time.Second, ManyConns: ManyConns})
+	require.Equal(t, ManyWarmup, m.cfg.Warmup)
+	require.Equal(t, ManyWindow, m.cfg.Duration)
+	require.Equal(t, ManyConns, m.conns)
+	m = manyMeasurer(Config{Warmup: 5 * time.Second, Duration: 30 * time.Second})
+	require.Equal(t, 5*time.Second, m.cfg.Warmup)
+	require.Equal(t, 30*time.Second, m.cfg.Duration)
 }

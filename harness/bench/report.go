@@ -135,7 +135,12 @@ func method(b *strings.Builder, r *Results) {
 		w("  flight against the service, its resident memory (VmRSS, /proc) read before, every 100 ms during and\n")
 		w("  after the run, then against the bare service. The service is read against the lesser of Little's\n")
 		w("  bound (in flight over the latency) and the most fresh.sql sustained at any connection count of the run;\n")
-		w("  the client's timeout is 30 s, and a timeout counts as an error and apart.\n")
+		w("  the client's timeout is 30 s, and a timeout counts as an error and apart.")
+		if s.Window > 0 {
+			w(" Its runs measure %s after a %s\n", s.Window.Duration(), s.Warmup.Duration())
+			w("  warm-up, at least 10 s after 3 s whatever the other runs': a payment there takes seconds.")
+		}
+		w("\n")
 	}
 	w("- **Targets** are judged at %d connections for throughput and p99, at every point for 409s and\n", TargetConns)
 	w("  errors, and at %s connections for the writing transactions.\n", joinInts(WritesConns, " and "))

@@ -123,8 +123,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		}
 	}
 	if cfg.ManyConns > 0 {
-		m := measurer{cfg: cfg, conns: cfg.ManyConns}
-		if res.Many, err = m.many(ctx); err != nil {
+		if res.Many, err = manyMeasurer(cfg).many(ctx); err != nil {
 			return nil, err
 		}
 	}
