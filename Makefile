@@ -6,9 +6,10 @@
 #                 product, emulator/, harness/), then its pooled pass
 #   make test-pgbouncer  the API, workers and webhooks tests through
 #                 PgBouncer in transaction pooling mode, in exec mode
-#   make bench    the service against the bare service and Postgres's own
-#                 ceiling; report in .tmp/bench/ (BENCH_WRITE=1: BENCHMARKS.md
-#                 and docs/bench.svg; BENCH_PROFILE=1: with Go profiles)
+#   make bench    the service against two bare services (its own SQL, and the
+#                 least SQL that does the job) and both SQL ceilings; report
+#                 in .tmp/bench/ (BENCH_WRITE=1: BENCHMARKS.md and
+#                 docs/bench.svg; BENCH_PROFILE=1: with Go profiles)
 #   make bench-fill  the same at 32 connections, then again on a database
 #                 filled with BENCH_FILL finished keys (default 10000000:
 #                 about 30 minutes and 25 GB of disk, dropped at exit), the

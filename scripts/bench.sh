@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The engine of `make bench`: throughput and latency of POST /payments (fresh
-# payments and replays) read against the bare service
-# (harness/cmd/paymentsd-bare, the yardstick: the same two commits and the
-# same Stripe call, nothing else), with the SQL ceiling of the same work
-# measured by pgbench beside both, all in one run on one cluster with one
-# emulator. The bench and the bare service are built from the harness/
+# payments and replays) read against two bare services
+# (harness/cmd/paymentsd-bare, the yardsticks: the same two commits and the
+# same Stripe call, nothing else), one over the service's own SQL (the
+# engine's cost) and one over the least SQL that does the job, on a schema
+# of its own (-sql least, harness/bench/least: the design's cost), with the
+# SQL ceilings of both measured by pgbench beside them, all in one run on
+# one cluster with one emulator. The bench and the bare service are built from the harness/
 # module; the service and the emulator from their own.
 #
 # Writes its report and plot to .tmp/bench/ (BENCHMARKS.md, bench.svg, bench-report.md) with
@@ -185,6 +187,7 @@ fi
 emulator_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
 service_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
 bare_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
+least_addr=127.0.0.1:$(bin/paymentsd-bench free-port)
 # The service: paymentsd, or its profiled build serving pprof.
 service=(bin/paymentsd)
 pprof_addr= bare_pprof_addr= profile_args=()
@@ -231,6 +234,22 @@ start_bare() {
   fi
 }
 
+# start_least starts the bare service over the least SQL (its log appended
+# to .tmp/bench/least.log), with the same pool as the bare service's, and
+# waits until it answers; it creates its schema, leastsql, on its first
+# start.
+start_least() {
+  DATABASE_URL=$service_url STRIPE_API_BASE=http://$emulator_addr \
+    bin/paymentsd-bare -sql least -addr "$least_addr" -users "$users" 2>>"$work/least.log" &
+  least_pid=$!
+  pids+=($least_pid)
+  if ! bin/paymentsd-bench wait -url "http://$least_addr/healthz" -timeout 60s; then
+    say "paymentsd-bare -sql least did not start; its log:"
+    tail -n 30 "$work/least.log" >&2
+    exit 1
+  fi
+}
+
 # stop PID stops a process this script started, waits for it, and forgets it.
 stop() {
   local pid keep=()
@@ -242,6 +261,7 @@ stop() {
 
 : >"$work/serve.log"
 : >"$work/bare.log"
+: >"$work/least.log"
 start_service
 
 users=$work/users.jsonl
@@ -251,15 +271,16 @@ for i in 1 2 3 4 5 6 7 8; do
 done
 
 start_bare
+start_least
 
 say "measuring at $conns connections, $duration per run"
 bin/paymentsd-bench run \
-  -service "http://$service_addr" -bare "http://$bare_addr" -emulator "http://$emulator_addr" \
+  -service "http://$service_addr" -bare "http://$bare_addr" -least "http://$least_addr" -emulator "http://$emulator_addr" \
   -admin-url "$admin_url" -db-url "$bench_url" -db "$db" \
   -users "$users" -conns "$conns" -duration "$duration" \
   -pgbench "$(command -v pgbench)" -scripts harness/bench/pgbench "${profile_args[@]}" \
   -json "$work/results.json" -md "$md" -svg "$svg" \
-  -pids "service=$service_pid,bare=$bare_pid,emulator=$emulator_pid" -command "$command" -code "$code"
+  -pids "service=$service_pid,bare=$bare_pid,least=$least_pid,emulator=$emulator_pid" -command "$command" -code "$code"
 
 if [ -n "$fill" ]; then
   # Fill drops the indexes and builds them again: nothing may use the
@@ -267,6 +288,10 @@ if [ -n "$fill" ]; then
   say "stopping paymentsd and the bare service to fill the database with $fill keys"
   stop "$service_pid"
   stop "$bare_pid"
+  # The filled point reads the service against its own empty-database
+  # figures and the same-SQL bare: the least-SQL bare is not needed again.
+  stop "$least_pid"
+  least_pid=
   bin/paymentsd-bench fill -json "$work/results.json" -db-url "$bench_url" -users "$users" -keys "$fill"
   say "starting paymentsd (PAYMENTSD_REAPER_INTERVAL=$reaper_interval) and the bare service on the filled database"
   start_service PAYMENTSD_REAPER_INTERVAL=$reaper_interval
@@ -279,8 +304,9 @@ if [ -n "$fill" ]; then
 fi
 
 # Both services must have survived the run.
-for name in paymentsd:serve:$service_pid paymentsd-bare:bare:$bare_pid; do
+for name in paymentsd:serve:$service_pid paymentsd-bare:bare:$bare_pid paymentsd-bare-least:least:$least_pid; do
   IFS=: read -r prog log pid <<<"$name"
+  [ -n "$pid" ] || continue
   if ! kill -0 "$pid" 2>/dev/null; then
     say "$prog exited during the run; its log:"
     tail -n 30 "$work/$log.log" >&2

@@ -113,8 +113,10 @@ func runCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 	bareProfiler := Profiler{Process: "bare", Kinds: []string{"cpu", "allocs"}}
 	fs.StringVar(&cfg.ServiceURL, "service", "", "base URL of paymentsd serve")
 	fs.StringVar(&cfg.BareURL, "bare", "", "base URL of the bare service (paymentsd-bare)")
+	fs.StringVar(&cfg.LeastURL, "least", "", "base URL of the bare service over the least SQL (paymentsd-bare -sql least); empty: not measured")
 	fs.IntVar(&cfg.SlowConns, "slow-conns", SlowConns, "payments in flight at the slow-processor point (0: skip it)")
 	fs.DurationVar(&cfg.SlowLatency, "slow-latency", SlowLatency, "the emulator's latency at the slow-processor point")
+	fs.IntVar(&cfg.ManyConns, "many-conns", ManyConns, "payments in flight at the many-in-flight point, at the slow point's latency (0: skip it)")
 	fs.StringVar(&profiler.URL, "pprof", "", "base URL of the service's pprof server: profile its runs at 32 connections")
 	fs.StringVar(&bareProfiler.URL, "bare-pprof", "", "base URL of the bare service's pprof server: profile its runs at 32 connections too (CPU and allocations)")
 	fs.StringVar(&profiler.Dir, "profile-dir", ".tmp/bench/profiles", "where to save the profiles")
@@ -130,7 +132,7 @@ func runCmd(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 	fs.StringVar(&cfg.Code, "code", "", "the commit measured, to show in the report")
 	processesFlag(fs, &cfg.Processes)
 	if fs.Parse(args) != nil || fs.NArg() > 0 || cfg.ServiceURL == "" || cfg.BareURL == "" || cfg.EmulatorURL == "" ||
-		cfg.AdminURL == "" || cfg.BenchURL == "" || *users == "" || *duration <= 0 || cfg.SlowConns < 0 || cfg.SlowLatency <= 0 {
+		cfg.AdminURL == "" || cfg.BenchURL == "" || *users == "" || *duration <= 0 || cfg.SlowConns < 0 || cfg.SlowLatency <= 0 || cfg.ManyConns < 0 {
 		return errUsage
 	}
 	if profiler.URL != "" {
@@ -316,7 +318,7 @@ func parseConns(s string) ([]int, error) {
 // processesFlag defines -pids, parsed into p: the process ids whose CPU
 // time each run reads.
 func processesFlag(fs *flag.FlagSet, p *Processes) {
-	fs.Func("pids", "process ids whose CPU time each run reads: service=PID,bare=PID,emulator=PID", func(s string) (err error) {
+	fs.Func("pids", "process ids whose CPU time each run reads: service=PID,bare=PID,least=PID,emulator=PID", func(s string) (err error) {
 		*p, err = ParseProcesses(s)
 		return err
 	})

@@ -45,6 +45,10 @@ type Sides[T any] struct {
 	FreshSQL   *T `json:"fresh_sql,omitempty"`
 	Replay     *T `json:"replay,omitempty"`
 	BareReplay *T `json:"bare_replay,omitempty"`
+	// The least SQL's: its bare service's runs and least.sql's.
+	LeastFresh  *T `json:"least_fresh,omitempty"`
+	LeastSQL    *T `json:"least_sql,omitempty"`
+	LeastReplay *T `json:"least_replay,omitempty"`
 }
 
 // Costs are a point's DBCost by side; each nil when pg_stat_statements was
@@ -107,6 +111,7 @@ func (c *sideCost) cost() *DBCost {
 // costSums are the sideCosts of a point.
 type costSums struct {
 	fresh, bareFresh, freshSQL, replay, bareReplay sideCost
+	leastFresh, leastSQL, leastReplay              sideCost
 }
 
 // costs is what the sums come to; nil when nothing was counted.
@@ -130,6 +135,7 @@ func sidesOf[T any](s *costSums, of func(*sideCost) *T) *Sides[T] {
 	c := &Sides[T]{
 		Fresh: of(&s.fresh), BareFresh: of(&s.bareFresh), FreshSQL: of(&s.freshSQL),
 		Replay: of(&s.replay), BareReplay: of(&s.bareReplay),
+		LeastFresh: of(&s.leastFresh), LeastSQL: of(&s.leastSQL), LeastReplay: of(&s.leastReplay),
 	}
 	if *c == (Sides[T]{}) {
 		return nil

@@ -21,6 +21,14 @@
 //   - the replay ceiling: pgbench running harness/bench/pgbench/replay.sql,
 //     the one indexed lookup a replay needs.
 //
+// With a second bare service over the least SQL that does the job
+// (Config.LeastURL, paymentsd-bare -sql least), the design's yardstick, the
+// point also measures least.sql right after fresh.sql, that bare service's
+// fresh payments and replays as a third side of the judged rounds, and
+// least_replay.sql after replay.sql (least.go); and what each fresh payment
+// made the database write, for the service and for the least SQL
+// (evidence.go).
+//
 // At TargetConns, where the targets are judged, each judged pair runs
 // JudgedRuns times, in ABBA order over and over (judged.go): after the
 // fresh-payment ceiling the fresh pair JudgedRuns-1 times more, the service
@@ -34,7 +42,8 @@
 //
 // Then one slow-processor point: the emulator answers every create after a
 // fixed latency while the service, then the bare service, keep payments in
-// flight. The targets (targets.go) are ratios to the bare service; the
+// flight; then the same with many more in flight (many.go), read against
+// the lesser of Little's bound and the SQL ceiling. The targets (targets.go) are ratios to the bare service; the
 // shares of the pgbench ceilings are reported beside them. With a Profiler,
 // the service runs fresh payments and replays once more at TargetConns, in
 // runs of their own that the targets do not read, while it is profiled, and

@@ -52,10 +52,10 @@ func sampleFilled() *Results {
 }
 
 func TestEvaluateFilledMet(t *testing.T) {
-	require.Len(t, Evaluate(sample()), 9, "no fill, no fill targets")
+	require.Len(t, Evaluate(sample()), 14, "no fill, no fill targets")
 	r := sampleFilled()
 	targets := Evaluate(r)
-	require.Len(t, targets, 12)
+	require.Len(t, targets, 17)
 	for _, target := range targets {
 		require.True(t, target.Met, "%s: %s", target.Name, target.Measured)
 	}

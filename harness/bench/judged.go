@@ -82,56 +82,82 @@ func (m *measurer) observe(ctx context.Context, sc Scenario, cost *sideCost, top
 
 // runPair runs a pair's first runs, a then b, and completes it (abba).
 func (m *measurer) runPair(a, b func() (measured, error)) (Load, Load, error) {
-	x, err := a()
+	loads, err := m.runSides(a, b)
 	if err != nil {
 		return Load{}, Load{}, err
 	}
-	y, err := b()
-	if err != nil {
-		return Load{}, Load{}, err
-	}
-	return m.abba(x, y, a, b)
+	return loads[0], loads[1], nil
 }
 
-// abba completes a pair whose two sides have run once each, a then b. At
-// TargetConns it runs the pair JudgedRuns-1 times more, b's side (againB)
-// first in every other one, and returns each side's runs combined, in the
-// order the sides were given; at any other connection count it returns
-// the single runs.
+// runSides runs each side once, in the order given, and completes them
+// (abbaSides).
+func (m *measurer) runSides(sides ...func() (measured, error)) ([]Load, error) {
+	firsts := make([]measured, len(sides))
+	for i, side := range sides {
+		var err error
+		if firsts[i], err = side(); err != nil {
+			return nil, err
+		}
+	}
+	return m.abbaSides(firsts, sides)
+}
+
+// abba completes a pair whose two sides have run once each, a then b
+// (abbaSides), and returns each side's Load in the order given.
 func (m *measurer) abba(a, b measured, againA, againB func() (measured, error)) (Load, Load, error) {
+	loads, err := m.abbaSides([]measured{a, b}, []func() (measured, error){againA, againB})
+	if err != nil {
+		return Load{}, Load{}, err
+	}
+	return loads[0], loads[1], nil
+}
+
+// abbaSides completes sides that have run once each, in the order given
+// (firsts). At TargetConns it runs them all JudgedRuns-1 times more, in
+// reverse order every other time (for three sides: a b c, c b a, a b c,
+// and so on, so that of any two sides each runs first in half the
+// rounds), and returns each side's runs combined, in the order given; at
+// any other connection count it returns the single runs.
+func (m *measurer) abbaSides(firsts []measured, again []func() (measured, error)) ([]Load, error) {
+	loads := make([]Load, len(firsts))
 	if m.conns != TargetConns {
-		return a.Load, b.Load, nil
+		for i, f := range firsts {
+			loads[i] = f.Load
+		}
+		return loads, nil
 	}
-	as, bs := []measured{a}, []measured{b}
-	for pair := 1; pair < JudgedRuns; pair++ {
-		reversed := pair%2 == 1
-		first, second, order := againA, againB, "in order"
-		if reversed {
-			first, second, order = againB, againA, "in reverse order"
-		}
-		logf(m.cfg.Log, "  the pair again (%d of %d), %s:", pair+1, JudgedRuns, order)
-		x, err := first()
-		if err != nil {
-			return Load{}, Load{}, err
-		}
-		y, err := second()
-		if err != nil {
-			return Load{}, Load{}, err
-		}
-		if reversed {
-			x, y = y, x
-		}
-		as, bs = append(as, x), append(bs, y)
+	runs := make([][]measured, len(firsts))
+	for i, f := range firsts {
+		runs[i] = []measured{f}
 	}
-	combinedA, combinedB := combine(as...), combine(bs...)
-	for _, side := range []struct {
-		name string
-		load Load
-	}{{a.name, combinedA}, {b.name, combinedB}} {
+	what := "the pair"
+	if len(firsts) > 2 {
+		what = "the sides"
+	}
+	for round := 1; round < JudgedRuns; round++ {
+		reversed, order := round%2 == 1, "in order"
+		if reversed {
+			order = "in reverse order"
+		}
+		logf(m.cfg.Log, "  %s again (%d of %d), %s:", what, round+1, JudgedRuns, order)
+		for k := range again {
+			i := k
+			if reversed {
+				i = len(again) - 1 - k
+			}
+			x, err := again[i]()
+			if err != nil {
+				return nil, err
+			}
+			runs[i] = append(runs[i], x)
+		}
+	}
+	for i := range runs {
+		loads[i] = combine(runs[i]...)
 		logf(m.cfg.Log, "  %-15s %8.1f/s  p50 %7.2f ms  p99 %7.2f ms  %d runs combined (%s/s)",
-			side.name, side.load.Throughput, side.load.P50, side.load.P99, len(side.load.Runs), runList(side.load.Runs))
+			firsts[i].name, loads[i].Throughput, loads[i].P50, loads[i].P99, len(loads[i].Runs), runList(loads[i].Runs))
 	}
-	return combinedA, combinedB, nil
+	return loads, nil
 }
 
 // runList is the throughputs of a combined Load's runs, in the order they

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -39,6 +41,7 @@ type recorder struct {
 	nonOK      map[int]int
 	unexpected int
 	errors     int
+	timeouts   int
 }
 
 // measured is one run's Load with what reading it together with other runs
@@ -100,6 +103,9 @@ func (rec *recorder) do(client *http.Client, req *http.Request, sc Scenario, fro
 	resp, err := client.Do(req)
 	if err != nil {
 		rec.errors++
+		if netErr, ok := errors.AsType[net.Error](err); ok && netErr.Timeout() {
+			rec.timeouts++
+		}
 		// A refused connection fails at once: do not spin on it.
 		time.Sleep(10 * time.Millisecond)
 		return
@@ -133,6 +139,7 @@ func merge(recs []*recorder, window time.Duration) measured {
 		s.Total += rec.total
 		s.Unexpected += rec.unexpected
 		s.Errors += rec.errors
+		s.Timeouts += rec.timeouts
 		for status, n := range rec.nonOK {
 			s.NonOK[status] += n
 		}
@@ -153,6 +160,7 @@ func combine(runs ...measured) Load {
 		s.Total += run.Total
 		s.Unexpected += run.Unexpected
 		s.Errors += run.Errors
+		s.Timeouts += run.Timeouts
 		for status, n := range run.NonOK {
 			s.NonOK[status] += n
 		}

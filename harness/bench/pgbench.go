@@ -105,6 +105,7 @@ func (p *PGBench) Run(ctx context.Context, script string, conns int) (Ceiling, e
 		return c, err
 	}
 	c.P50, c.P99 = ms(percentile(lat, 0.50)), ms(percentile(lat, 0.99))
+	c.latencies = lat
 	return c, nil
 }
 

@@ -14,6 +14,7 @@ func Summary(r *Results, svgPath, reportPath string) string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	header(&b, r)
 	w("## Targets\n\n%s\n", targetsTable(r))
+	b.WriteString(evidenceSummary(r))
 	w("![Throughput and p99 latency against connections: the service beside the bare service and the SQL ceiling](%s)\n\n", svgPath)
 	w("Every figure behind these, for every connection count (fresh payments, replays, commits, where the\n")
 	w("service's time and the database's time go, the machine), is in the full report of the same run:\n")
@@ -30,7 +31,10 @@ func header(b *strings.Builder, r *Results) {
 	w("(`harness/cmd/paymentsd-bare`, `harness/bench/bare`): the same two commits, the same stripe-go call to the same\n")
 	w("Stripe emulator, and nothing else, measured in the same run with the same load generator, emulator and\n")
 	w("Postgres cluster. The SQL ceilings of the same work, pgbench running `harness/bench/pgbench/fresh.sql` and\n")
-	w("`replay.sql`, are shown beside both. Written by `make bench` (scripts/bench.sh, harness/cmd/paymentsd-bench;\n")
+	w("`replay.sql`, are shown beside both. That yardstick reads the engine's cost; the design's cost is read against\n")
+	w("a second one in the same run, a bare service over **the least SQL that does the job** (`paymentsd-bare -sql\n")
+	w("least`, `harness/bench/least`: Brandur's shape, five indexes, a schema of its own that the service never\n")
+	w("uses) and its ceilings, `least.sql` and `least_replay.sql`. Written by `make bench` (scripts/bench.sh, harness/cmd/paymentsd-bench;\n")
 	w("the committed copy by `make bench BENCH_WRITE=1`); do not edit by hand.\n\n")
 	w("- **Date:** %s (UTC), %s of measurement\n", r.Started.Format("2006-01-02 15:04"), r.Finished.Sub(r.Started).Round(1e9))
 	w("- **Command:** `%s`\n", r.Command)
@@ -71,6 +75,7 @@ func Markdown(r *Results, svgPath string) string {
 	w("service figure is read against the bare service measured seconds apart from it.\n\n")
 
 	commitSection(&b, r)
+	evidenceSection(&b, r)
 	profileSection(&b, r)
 	cpuCostSection(&b, r)
 	statementSection(&b, r)
@@ -101,6 +106,9 @@ func method(b *strings.Builder, r *Results) {
 	w("  the benchmark's few users send far more than any one client should, and `PAYMENTSD_LOG_LEVEL=warn`:\n")
 	w("  its one access-log line per request, at info, is not written (the bare writes none either), while\n")
 	w("  each request's logger, carrying its id, is still made: the profiles count it under logging.\n")
+	if p, ok := r.point(TargetConns); ok && p.LeastMeasured() {
+		leastMethod(b)
+	}
 	w("- **Emulator alone** posts a charge (`amount=2000&currency=usd&payment_method=pm_card_visa&confirm=true`,\n")
 	w("  `Authorization: Bearer sk_test_x`, a new Idempotency-Key each) straight to the emulator's\n")
 	w("  `/v1/payment_intents`: the part of a fresh payment that is not ours.\n")
@@ -121,6 +129,18 @@ func method(b *strings.Builder, r *Results) {
 		w("- **Slow processor:** after every connection count, the emulator answers every create after a\n")
 		w("  fixed %.0f ms (its chaos latency, no faults) while %d clients keep payments in flight, against the\n", s.LatencyMS, s.Conns)
 		w("  service and then the bare service; the latency is reset afterwards.\n")
+	}
+	if s := r.Many; s != nil {
+		w("- **Many in flight:** after the slow point, with the same latency, %d clients keep payments in\n", s.Conns)
+		w("  flight against the service, its resident memory (VmRSS, /proc) read before, every 100 ms during and\n")
+		w("  after the run, then against the bare service. The service is read against the lesser of Little's\n")
+		w("  bound (in flight over the latency) and the most fresh.sql sustained at any connection count of the run;\n")
+		w("  the client's timeout is 30 s, and a timeout counts as an error and apart.")
+		if s.Window > 0 {
+			w(" Its runs measure %s after a %s\n", s.Window.Duration(), s.Warmup.Duration())
+			w("  warm-up, at least 10 s after 3 s whatever the other runs': a payment there takes seconds.")
+		}
+		w("\n")
 	}
 	w("- **Targets** are judged at %d connections for throughput and p99, at every point for 409s and\n", TargetConns)
 	w("  errors, and at %s connections for the writing transactions.\n", joinInts(WritesConns, " and "))

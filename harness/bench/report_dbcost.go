@@ -145,12 +145,13 @@ func sideTable[T any](w func(string, ...any), empty, filled *Sides[T], columns [
 var sideNames = []struct {
 	name string
 	side int
-}{{"service fresh", 0}, {"bare fresh", 1}, {"fresh.sql", 2}, {"service replays", 3}, {"bare replays", 4}}
+}{{"service fresh", 0}, {"bare fresh", 1}, {"least bare fresh", 5}, {"fresh.sql", 2}, {"least.sql", 6},
+	{"service replays", 3}, {"bare replays", 4}, {"least bare replays", 7}}
 
 // sideOf is side i of s (sideNames); nil when s is.
 func sideOf[T any](s *Sides[T], i int) *T {
 	if s == nil {
 		return nil
 	}
-	return [...]*T{s.Fresh, s.BareFresh, s.FreshSQL, s.Replay, s.BareReplay}[i]
+	return [...]*T{s.Fresh, s.BareFresh, s.FreshSQL, s.Replay, s.BareReplay, s.LeastFresh, s.LeastSQL, s.LeastReplay}[i]
 }

@@ -34,6 +34,8 @@ type Results struct {
 	// Slow is the slow-processor point: the emulator answering every
 	// create after a fixed latency, service and bare at one concurrency.
 	Slow *Slow `json:"slow,omitempty"`
+	// Many is the many-in-flight point (many.go); nil when it was not run.
+	Many *Many `json:"many,omitempty"`
 	// Profiled is set when the service ran with its pprof server on
 	// (BENCH_PROFILE=1), and Profiles holds what was fetched from it and
 	// from the bare service's.
@@ -113,7 +115,24 @@ type Point struct {
 	// Waits is what the database's backends were doing during each side's
 	// runs, from pg_stat_activity (waits.go); nil when it was not sampled.
 	Waits *WaitCosts `json:"waits,omitempty"`
+	// LeastFresh and LeastReplay are the bare service over the least SQL
+	// that does the job (harness/bench/least), the design's yardstick, and
+	// LeastCeiling and LeastReplayCeiling its pgbench ceilings (least.sql,
+	// least_replay.sql); zero when the run had no least-SQL bare service
+	// (see Point.LeastMeasured).
+	LeastFresh         Load    `json:"least_fresh"`
+	LeastReplay        Load    `json:"least_replay"`
+	LeastCeiling       Ceiling `json:"least_ceiling"`
+	LeastReplayCeiling Ceiling `json:"least_replay_ceiling"`
+	// Evidence is what the database showed of the service's first fresh
+	// run and of the least-SQL bare's (evidence.go); nil, or either side
+	// nil, when it could not be read.
+	Evidence *EvidenceSides `json:"evidence,omitempty"`
 }
+
+// LeastMeasured reports whether the point measured the least SQL: the
+// bare service over it, and its ceilings.
+func (p Point) LeastMeasured() bool { return p.LeastFresh.OK > 0 || p.LeastCeiling.Transactions > 0 }
 
 // Slow is the slow-processor point.
 type Slow struct {
@@ -171,8 +190,10 @@ type Load struct {
 	// Unexpected counts 2xx responses that were still wrong: a replay
 	// without Idempotent-Replayed: true, say.
 	Unexpected int `json:"unexpected"`
-	// Errors counts transport errors: no HTTP response at all.
-	Errors int `json:"errors"`
+	// Errors counts transport errors: no HTTP response at all; Timeouts
+	// those of them that were the client's timeout (30 s) running out.
+	Errors   int `json:"errors"`
+	Timeouts int `json:"timeouts,omitempty"`
 	// Runs is the throughput of each run a combined Load was read from,
 	// in the order they ran (the judged pairs at TargetConns, JudgedRuns
 	// runs a side in ABBA order); empty for a single run.
@@ -206,6 +227,12 @@ type Ceiling struct {
 	// WritesPerScript is the writing transactions per script, from the
 	// WAL: 2 for fresh.sql.
 	WritesPerScript float64 `json:"writes_per_script,omitempty"`
+	// Runs is the throughput of each run a combined Ceiling was read from
+	// (combineCeilings), in the order they ran; empty for a single run.
+	Runs []float64 `json:"runs,omitempty"`
+	// latencies are the run's transaction latencies, sorted, for
+	// combining; they stay out of the saved results.
+	latencies []time.Duration
 }
 
 // Commits is the commit accounting of one fresh run.

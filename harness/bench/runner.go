@@ -16,6 +16,10 @@ type Config struct {
 	// serve, of the bare service (harness/cmd/paymentsd-bare) and of the Stripe
 	// emulator both call.
 	ServiceURL, BareURL, EmulatorURL string
+	// LeastURL is the base URL of the bare service over the least SQL
+	// (paymentsd-bare -sql least), the design's yardstick; empty: the run
+	// measures neither it nor least.sql.
+	LeastURL string
 	// AdminURL is any other database on the server (the watcher's); BenchURL
 	// and BenchDB name the database the service uses, and only it.
 	AdminURL, BenchURL, BenchDB string
@@ -26,7 +30,8 @@ type Config struct {
 	// Duration is every measured window; Warmup precedes each HTTP one.
 	Duration, Warmup time.Duration
 	PGBench          *PGBench
-	// Scripts is the directory of fresh.sql and replay.sql.
+	// Scripts is the directory of fresh.sql and replay.sql, and of
+	// least.sql and least_replay.sql.
 	Scripts string
 	// Command and Code are how the run was started and the commit it
 	// measured, as the report shows them.
@@ -36,6 +41,9 @@ type Config struct {
 	// SlowLatency. SlowConns 0 skips it.
 	SlowConns   int
 	SlowLatency time.Duration
+	// ManyConns is the payments in flight at the many-in-flight point,
+	// with the emulator answering after SlowLatency (many.go); 0 skips it.
+	ManyConns int
 	// Profiler, when set, profiles the service's fresh and replay runs at
 	// TargetConns connections; BareProfiler the bare service's.
 	Profiler, BareProfiler *Profiler
@@ -77,6 +85,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if err := PrepareReplays(ctx, cfg.BareURL, cfg.Users, cfg.ReplayKeys, BareReplayPrefix); err != nil {
 		return nil, fmt.Errorf("error preparing the bare service's replay keys: %w", err)
 	}
+	if cfg.LeastURL != "" {
+		if err := PrepareReplays(ctx, cfg.LeastURL, cfg.Users, cfg.ReplayKeys, LeastReplayPrefix); err != nil {
+			return nil, fmt.Errorf("error preparing the least-SQL bare service's replay keys: %w", err)
+		}
+	}
 	watcher.Touched()
 	noiseFor := min(max(cfg.Duration/2, 2*time.Second), 5*time.Second)
 	logf(cfg.Log, "measuring the idle background for %s once the counters settle", noiseFor)
@@ -106,6 +119,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if cfg.SlowConns > 0 {
 		m := measurer{cfg: cfg, conns: cfg.SlowConns}
 		if res.Slow, err = m.slow(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.ManyConns > 0 {
+		if res.Many, err = manyMeasurer(cfg).many(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -172,6 +190,7 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	if err != nil {
 		return p, nil, err
 	}
+	evidence := m.evidenceBracket(ctx, start)
 	before, err := st.Snapshot(ctx)
 	if err != nil {
 		return p, nil, err
@@ -201,7 +220,12 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 		}
 		w.Touched()
 	}
-	p.Commits = commitsOf(start, end, fresh.Total, 2*st.Readings(), writes, m.noise)
+	harness := 2 * st.Readings()
+	if m.wal != nil {
+		harness += evidenceReadings
+	}
+	p.Commits = commitsOf(start, end, fresh.Total, harness, writes, m.noise)
+	p.Evidence = &EvidenceSides{Service: evidence(end, fresh.Total)}
 	if st != nil {
 		delta := snapshot{}
 		addDelta(delta, before, after)
@@ -237,20 +261,23 @@ func (m *measurer) point(ctx context.Context, run string, freshSum, replaySum sn
 	bareFreshAgain := func() (measured, error) {
 		return m.vacuumedRun(ctx, FreshScenario("bare fresh", m.cfg.BareURL, m.cfg.Users), &sums.bareFresh, nil)
 	}
-	if p.BareFresh, p.Fresh, err = m.abba(bareFresh, fresh, bareFreshAgain, freshAgain); err != nil {
-		return p, nil, err
-	}
-
 	serviceReplays := func() (measured, error) {
 		return m.vacuumedRun(ctx, ReplayScenario("service replays", m.cfg.ServiceURL, m.cfg.Users, m.cfg.ReplayKeys, ServiceReplayPrefix), &sums.replay, replaySum)
 	}
 	bareReplays := func() (measured, error) {
 		return m.vacuumedRun(ctx, ReplayScenario("bare replays", m.cfg.BareURL, m.cfg.Users, m.cfg.ReplayKeys, BareReplayPrefix), &sums.bareReplay, nil)
 	}
-	if p.Replay, p.BareReplay, err = m.runPair(serviceReplays, bareReplays); err != nil {
-		return p, nil, err
-	}
-	if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql", nil); err != nil {
+	if m.cfg.LeastURL == "" {
+		if p.BareFresh, p.Fresh, err = m.abba(bareFresh, fresh, bareFreshAgain, freshAgain); err != nil {
+			return p, nil, err
+		}
+		if p.Replay, p.BareReplay, err = m.runPair(serviceReplays, bareReplays); err != nil {
+			return p, nil, err
+		}
+		if p.ReplayCeiling, err = m.ceiling(ctx, "replay.sql", nil); err != nil {
+			return p, nil, err
+		}
+	} else if err := m.withLeast(ctx, &p, &sums, bareFresh, fresh, bareFreshAgain, freshAgain, serviceReplays, bareReplays); err != nil {
 		return p, nil, err
 	}
 	p.Costs, p.CPU, p.Waits = sums.costs(), sums.cpuCosts(), sums.waitCosts()

@@ -120,6 +120,9 @@ func RandomKey() string {
 const (
 	ServiceReplayPrefix = "replay-"
 	BareReplayPrefix    = "bare-replay-"
+	// LeastReplayPrefix is the least-SQL bare service's, in its own
+	// schema; least_replay.sql looks them up.
+	LeastReplayPrefix = "least-replay-"
 )
 
 // ReplayScenario posts the requests PrepareReplays finished under prefix,

@@ -28,6 +28,12 @@ func targetsTable(r *Results) string {
 			w("own throughput is in the targets above. The other connection counts, the slow processor and the filled\n")
 			w("point are one run a side.\n")
 		}
+		if p, ok := r.point(TargetConns); ok && p.LeastMeasured() {
+			w("The least-SQL bare service's runs there are a third side of the same rounds (fresh payments bare,\n")
+			w("service, least, then least, service, bare; replays service, bare, least, then reversed), read alike;\n")
+			w("the design's targets pair each service run with the least's of its round. fresh.sql and least.sql run\n")
+			w("so there too, each script's runs read as one.\n")
+		}
 		w("Beside each judged share the targets give each pair's share and a 95%% interval for the share from them\n")
 		w("(Student's t over the pairs; for the filled point against the empty database, over each side's runs as\n")
 		w("independent samples: `harness/bench/interval.go`). Where the interval holds the target's share, the run\n")
@@ -79,6 +85,9 @@ func Tables(r *Results) string {
 			l.P50, l.P99, bl.P50, bl.P99, c.P50, c.P99, l.Conflicts(), bl.Conflicts(), others(l.NonOK), others(bl.NonOK),
 			l.Errors+l.Unexpected, bl.Errors+bl.Unexpected)
 	}
+
+	b.WriteString(leastTables(r))
+	b.WriteString(manyTable(r))
 
 	if s := r.Slow; s != nil {
 		w("\n### Slow processor (the emulator answers every create in %.0f ms)\n\n", s.LatencyMS)

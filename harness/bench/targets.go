@@ -79,6 +79,7 @@ func Evaluate(r *Results) []Target {
 		}
 		targets = append(targets, share, p99)
 	}
+	targets = append(targets, leastTargets(r)...)
 
 	slow := Target{Name: fmt.Sprintf("slow processor (every create answered in %s), %d payments in flight: ≥ %.0f%% of the bare service's throughput",
 		SlowLatency, SlowConns, SlowRatio*100)}
@@ -90,7 +91,7 @@ func Evaluate(r *Results) []Target {
 	default:
 		slow.Measured, slow.Met = shareOf(s.Fresh, s.BareFresh, "payments/s", SlowRatio)
 	}
-	targets = append(targets, slow)
+	targets = append(targets, slow, manyTarget(r))
 
 	for _, conns := range WritesConns {
 		t := Target{Name: fmt.Sprintf("≤ %.1f writing transactions per fresh payment, background included, at %d connection%s",
@@ -127,8 +128,8 @@ func Evaluate(r *Results) []Target {
 		}
 	}
 	return append(targets,
-		Target{Name: "zero 409s at every point, service and bare", Measured: orNone(conflicts), Met: len(conflicts) == 0},
-		Target{Name: "zero errors at every point, service and bare (transport, other non-2xx, wrong answers)",
+		Target{Name: "zero 409s at every point, service and bare services", Measured: orNone(conflicts), Met: len(conflicts) == 0},
+		Target{Name: "zero errors at every point, service and bare services (transport, other non-2xx, wrong answers)",
 			Measured: orNone(failures), Met: len(failures) == 0})
 }
 
@@ -146,9 +147,16 @@ func (r *Results) runs() []namedLoad {
 		at := fmt.Sprintf(" at %d", p.Conns)
 		runs = append(runs, namedLoad{"service fresh" + at, p.Fresh}, namedLoad{"bare fresh" + at, p.BareFresh},
 			namedLoad{"service replays" + at, p.Replay}, namedLoad{"bare replays" + at, p.BareReplay})
+		if p.LeastMeasured() {
+			runs = append(runs, namedLoad{"least fresh" + at, p.LeastFresh}, namedLoad{"least replays" + at, p.LeastReplay})
+		}
 	}
 	if s := r.Slow; s != nil {
 		at := fmt.Sprintf(" at the slow point (%d)", s.Conns)
+		runs = append(runs, namedLoad{"service fresh" + at, s.Fresh}, namedLoad{"bare fresh" + at, s.BareFresh})
+	}
+	if s := r.Many; s != nil {
+		at := fmt.Sprintf(" with %d in flight", s.Conns)
 		runs = append(runs, namedLoad{"service fresh" + at, s.Fresh}, namedLoad{"bare fresh" + at, s.BareFresh})
 	}
 	if f := r.Filled; f.Measured() {

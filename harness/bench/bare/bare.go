@@ -1,13 +1,19 @@
 // Package bare is the bare service, the yardstick of `make bench`: the least
-// a POST /payments with an Idempotency-Key can do on paymentsd's schema. A
+// a POST /payments with an Idempotency-Key can do around its SQL. A
 // replay is one indexed read; a fresh payment is the same two commits as the
 // service's, around the same stripe-go call to the same Stripe emulator. It
 // has no validation, fingerprint, lease renewal, outbox worker, metrics or
 // logs: it is not safe to serve anything, and the service never uses it.
 //
-// Its SQL must stay statement for statement with
-// harness/bench/pgbench/fresh.sql, the SQL ceiling of the same two
-// transactions: change one, change both.
+// It runs one of two SQLs, chosen when it starts: the service's own
+// (ownSQL, on the service's schema), the yardstick of the engine's cost,
+// or the least SQL that does the job (leastSQL, on a schema of its own,
+// harness/bench/least), the yardstick of the design's. Everything else,
+// the HTTP handling, the stripe-go call, the pool, is the same for both,
+// so that the two read apart only by their SQL. Each must stay statement
+// for statement with its pgbench scripts (fresh.sql and replay.sql,
+// least.sql and least_replay.sql in harness/bench/pgbench), the SQL
+// ceilings of the same transactions: change one, change both.
 //
 // # Profiles
 //
@@ -37,6 +43,7 @@ import (
 	"github.com/stripe/stripe-go/v79/client"
 
 	"github.com/paymentsd/paymentsd/harness/bench"
+	"github.com/paymentsd/paymentsd/harness/bench/least"
 	"github.com/paymentsd/paymentsd/harness/profiling"
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/ids"
@@ -44,63 +51,44 @@ import (
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 )
 
-// The statements, in the order a payment runs them; fresh.sql builds the
-// stored answer in SQL where this passes it as a parameter.
-const (
-	// The replay: the one indexed read (harness/bench/pgbench/replay.sql).
-	readKey = `SELECT recovery_point, response_code, response_headers, response_body
-FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`
+// shape is the SQL a bare service runs: ownSQL or leastSQL.
+type shape interface {
+	// replayRead is the replay's one indexed read of a key by (user,
+	// key): its recovery point and stored answer.
+	replayRead() string
+	// reserve runs the statements of the first transaction: it reserves
+	// the key (pgx.ErrNoRows when it exists) and creates the pending
+	// payment and its audit record.
+	reserve(ctx context.Context, tx pgx.Tx, r *request) (reserved, error)
+	// finish runs the statements of the second: the outcome and its
+	// audit record, the receipt's job, and the key finished with the
+	// answer under the lease.
+	finish(ctx context.Context, tx pgx.Tx, res reserved, pi string, headers json.RawMessage, body []byte) error
+}
 
-	// Transaction 1: reserve the key with a lease, create the pending
-	// payment and its audit record, move the key to payment_created.
-	insertKey = `INSERT INTO idempotency_keys (user_id, idempotency_key, flow, request_method, request_path,
-    request_params, request_fingerprint, lock_token, locked_by, locked_at)
-VALUES ($1, $2::text, 'payment', 'POST', '/payments', $3, sha256($2::text::bytea), gen_random_uuid(), NULL, now())
-ON CONFLICT (user_id, idempotency_key) DO NOTHING
-RETURNING id, lock_token`
-	insertPayment = `WITH payment AS (
-    INSERT INTO payments (user_id, idempotency_key_id, intent_id, amount, currency, payment_method, description)
-    VALUES ($1, $2, $3, $4, $5, $6, $7)
-    RETURNING *
-), audit AS (
-    INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
-    SELECT p.user_id, 'payment.created', 'payment', p.id,
-           jsonb_build_object('status', p.status, 'idempotency_key_id', p.idempotency_key_id)
-    FROM payment AS p
-)
-SELECT id, public_id, created_at FROM payment`
-	advanceKey = `UPDATE idempotency_keys SET recovery_point = 'payment_created', locked_at = now(), last_run_at = now()
-WHERE id = $1 AND lock_token = $2`
+// request is a new payment, decoded.
+type request struct {
+	user int64
+	key  string
+	raw  []byte
+	p    *params
+	in   intent.Intent
+}
 
-	// Transaction 2: record the PaymentIntent and audit it, enqueue the
-	// receipt, finish the key with the answer and release the lease.
-	recordPayment = `WITH payment AS (
-    UPDATE payments
-    SET status = 'succeeded', stripe_payment_intent_id = $2,
-        failure_code = NULL, failure_message = NULL, updated_at = now()
-    WHERE payments.id = $1
-    RETURNING *
-), audit AS (
-    INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
-    SELECT p.user_id, 'payment.' || p.status, 'payment', p.id,
-           jsonb_strip_nulls(jsonb_build_object('status', p.status,
-               'stripe_payment_intent_id', p.stripe_payment_intent_id,
-               'failure_code', p.failure_code, 'idempotency_key_id', p.idempotency_key_id))
-    FROM payment AS p
-)
-SELECT id FROM payment`
-	// Due in a hundred years: the dispatcher of the service running beside
-	// must not deliver the bare's receipts.
-	enqueueReceipt = `INSERT INTO receipt_outbox (payment_id, run_at) VALUES ($1, now() + interval '100 years')
-ON CONFLICT (payment_id) DO NOTHING`
-	finishKey = `UPDATE idempotency_keys
-SET recovery_point = 'finished', lock_token = NULL, locked_by = NULL, locked_at = NULL,
-    last_run_at = now(), finished_at = now(), response_code = 201, response_headers = $3, response_body = $4
-WHERE id = $1 AND lock_token = $2`
-)
+// reserved is what the first transaction made: the key and its lease (a
+// token for ownSQL, the lease's time for leastSQL), and the payment.
+type reserved struct {
+	keyID     int64
+	token     uuid.UUID
+	lockedAt  time.Time
+	paymentID int64
+	publicID  uuid.UUID
+	created   time.Time
+}
 
 // Server answers POST /payments.
 type Server struct {
+	sql       shape
 	pool      *pgxpool.Pool
 	stripe    *client.API
 	namespace uuid.UUID
@@ -108,11 +96,27 @@ type Server struct {
 	users map[string]int64
 }
 
-// New reads the deployment's namespace, from which the Stripe keys and
-// metadata derive as the service's do.
+// New returns the bare service over the service's own SQL. It reads the
+// deployment's namespace, from which the Stripe keys and metadata derive
+// as the service's do.
 func New(ctx context.Context, pool *pgxpool.Pool, stripe *client.API, users map[string]int64) (*Server, error) {
-	s := &Server{pool: pool, stripe: stripe, users: users}
+	s := &Server{sql: ownSQL{}, pool: pool, stripe: stripe, users: users}
 	return s, pool.QueryRow(ctx, "SELECT namespace FROM deployment").Scan(&s.namespace)
+}
+
+// NewLeast returns the bare service over the least SQL, creating its
+// schema (harness/bench/least) when it does not exist yet. The Stripe call
+// is the same as New's, from the same namespace.
+func NewLeast(ctx context.Context, pool *pgxpool.Pool, stripe *client.API, users map[string]int64) (*Server, error) {
+	if err := least.Create(ctx, pool); err != nil {
+		return nil, err
+	}
+	s, err := New(ctx, pool, stripe, users)
+	if err != nil {
+		return nil, err
+	}
+	s.sql = leastSQL{}
+	return s, nil
 }
 
 // Handler routes POST /payments, POST /payments/{id}/refunds (replays
@@ -151,7 +155,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) (user int64, key
 		headers map[string]string
 		body    []byte
 	)
-	switch err := s.pool.QueryRow(r.Context(), readKey, user, key).Scan(&point, &code, &headers, &body); {
+	switch err := s.pool.QueryRow(r.Context(), s.sql.replayRead(), user, key).Scan(&point, &code, &headers, &body); {
 	case err == nil && point == "finished":
 		answer(w, headers, *code, body, true)
 	case err == nil:
@@ -189,21 +193,10 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in := intent.Intent{Namespace: s.namespace, UserID: user, Key: key}
-	var (
-		publicID         uuid.UUID
-		keyID, paymentID int64
-		token            uuid.UUID
-		created          time.Time
-	)
+	var res reserved
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, insertKey, user, key, string(raw)).Scan(&keyID, &token); err != nil {
-			return err // pgx.ErrNoRows: the key exists
-		}
-		err := tx.QueryRow(ctx, insertPayment, user, keyID, in.ID(), p.Amount, p.Currency, p.PaymentMethod, p.Description).
-			Scan(&paymentID, &publicID, &created)
-		if err == nil {
-			_, err = tx.Exec(ctx, advanceKey, keyID, token)
-		}
+		var err error
+		res, err = s.sql.reserve(ctx, tx, &request{user: user, key: key, raw: raw, p: &p, in: in})
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -221,22 +214,15 @@ func (s *Server) pay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body, _ := json.Marshal(payments.View{ID: ids.Format(ids.Payment, publicID), Amount: p.Amount, Currency: p.Currency, Status: "succeeded",
-		StripePaymentIntentID: &pi.ID, Description: p.Description, CreatedAt: created.UTC()})
+	body, _ := json.Marshal(payments.View{ID: ids.Format(ids.Payment, res.publicID), Amount: p.Amount, Currency: p.Currency, Status: "succeeded",
+		StripePaymentIntentID: &pi.ID, Description: p.Description, CreatedAt: res.created.UTC()})
 	body = append(body, '\n')
-	headers := map[string]string{"Content-Type": "application/json", "Location": payments.Location(ids.Format(ids.Payment, publicID))}
+	headers := map[string]string{"Content-Type": "application/json", "Location": payments.Location(ids.Format(ids.Payment, res.publicID))}
 	// Marshalled here, as pgx would: in exec and simple_protocol mode pgx
 	// is not told the parameter's type, and cannot encode a map.
 	stored, _ := json.Marshal(headers)
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, recordPayment, paymentID, pi.ID)
-		if err == nil {
-			_, err = tx.Exec(ctx, enqueueReceipt, paymentID)
-		}
-		if err == nil {
-			_, err = tx.Exec(ctx, finishKey, keyID, token, json.RawMessage(stored), body)
-		}
-		return err
+		return s.sql.finish(ctx, tx, res, pi.ID, json.RawMessage(stored), body)
 	})
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -282,8 +268,9 @@ func (s *Server) charge(ctx context.Context, in intent.Intent, p *params) (*stri
 // own (payments.NewCharger: retries off, same transport and timeout), and
 // usersFile holds `paymentsd users create` lines: the API keys it accepts.
 // A non-empty pprofAddr serves the profiles there too (see Profiles in the
-// package documentation).
-func Run(ctx context.Context, addr, pprofAddr, dbURL, stripeBase, stripeKey, usersFile string) error {
+// package documentation). With leastSQL it runs the least SQL (NewLeast),
+// else the service's own (New).
+func Run(ctx context.Context, addr, pprofAddr, dbURL, stripeBase, stripeKey, usersFile string, leastSQL bool) error {
 	list, err := bench.ReadUsers(usersFile)
 	if err != nil {
 		return err
@@ -302,7 +289,11 @@ func Run(ctx context.Context, addr, pprofAddr, dbURL, stripeBase, stripeKey, use
 	}
 	defer pool.Close()
 	charger := payments.NewCharger(payments.StripeConfig{SecretKey: stripeKey, APIBase: stripeBase})
-	s, err := New(ctx, pool.Driver(), charger.Client(), users)
+	newServer := New
+	if leastSQL {
+		newServer = NewLeast
+	}
+	s, err := newServer(ctx, pool.Driver(), charger.Client(), users)
 	if err != nil {
 		return err
 	}
