@@ -212,7 +212,8 @@ SELECT key_id, user_id, key, created_at, finished_at, 'POST',
                '{"id":"' || payment_ref || '","amount":' || amount || ',"currency":"' || currency
                || '","status":"succeeded","stripe_payment_intent_id":"' || pi_id
                || '","description":' || coalesce('"' || description || '"', 'null')
-               || ',"amount_refunded":0,"disputed":false,"created_at":"' || pg_temp.fill_gotime(created_at) || '"}'
+               || ',"amount_refunded":0,"capture_method":"automatic","amount_captured":' || amount
+               || ',"disputed":false,"created_at":"' || pg_temp.fill_gotime(created_at) || '"}'
            ELSE
                '{"type":"https://paymentsd.dev/problems/card-declined","title":"Card declined","status":402,"detail":"'
                || CASE WHEN pm = 'pm_card_chargeDeclinedInsufficientFunds' THEN 'Your card has insufficient funds.'
@@ -230,7 +231,7 @@ INSERT INTO payments (
     id, user_id, idempotency_key_id, amount, currency, payment_method, description, status,
     stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at,
     charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at,
-    intent_id, disputed_at, public_id)
+    intent_id, disputed_at, public_id, amount_captured)
 SELECT payment_id, user_id, key_id, amount, currency, pm, description,
        CASE WHEN declined THEN 'failed' ELSE 'succeeded' END, pi_id,
        CASE WHEN NOT declined THEN NULL
@@ -239,7 +240,8 @@ SELECT payment_id, user_id, key_id, amount, currency, pm, description,
        CASE WHEN NOT declined THEN NULL
             WHEN pm = 'pm_card_chargeDeclinedInsufficientFunds' THEN 'Your card has insufficient funds.'
             ELSE 'Your card was declined.' END,
-       created_at, payment_updated_at, 1, NULL, refunded, refunded, created_at, intent_id, NULL, payment_uuid
+       created_at, payment_updated_at, 1, NULL, refunded, refunded, created_at, intent_id, NULL, payment_uuid,
+       CASE WHEN declined THEN 0 ELSE amount END
 FROM fill_src
 WHERE NOT is_refund`},
 

@@ -26,8 +26,8 @@ VALUES ($1, $2::text, 'payment', 'POST', '/payments', $3, sha256($2::text::bytea
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING id, lock_token`
 	insertPayment = `WITH payment AS (
-    INSERT INTO payments (user_id, idempotency_key_id, intent_id, amount, currency, payment_method, description)
-    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    INSERT INTO payments (user_id, idempotency_key_id, intent_id, amount, currency, payment_method, description, capture_method)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, 'automatic')
     RETURNING *
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
@@ -44,7 +44,7 @@ WHERE id = $1 AND lock_token = $2`
 	recordPayment = `WITH payment AS (
     UPDATE payments
     SET status = 'succeeded', stripe_payment_intent_id = $2,
-        failure_code = NULL, failure_message = NULL, updated_at = now()
+        failure_code = NULL, failure_message = NULL, amount_captured = amount, updated_at = now()
     WHERE payments.id = $1
     RETURNING *
 ), audit AS (

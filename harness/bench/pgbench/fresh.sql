@@ -33,9 +33,9 @@ INSERT INTO idempotency_keys (
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING id AS key_id, lock_token AS token \gset
 WITH payment AS (
-    INSERT INTO payments (user_id, idempotency_key_id, intent_id, amount, currency, payment_method, description)
+    INSERT INTO payments (user_id, idempotency_key_id, intent_id, amount, currency, payment_method, description, capture_method)
     VALUES (:u::bigint, :key_id::bigint, left(md5('pgbench-' || :client_id::bigint || '-' || :r::bigint), 32),
-            2000, 'usd', 'pm_card_visa', NULL)
+            2000, 'usd', 'pm_card_visa', NULL, 'automatic')
     RETURNING *
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
@@ -57,7 +57,7 @@ BEGIN;
 WITH payment AS (
     UPDATE payments
     SET status = 'succeeded', stripe_payment_intent_id = 'pi_pgbench_' || :payment_id::bigint,
-        failure_code = NULL, failure_message = NULL, updated_at = now()
+        failure_code = NULL, failure_message = NULL, amount_captured = 2000, updated_at = now()
     WHERE payments.id = :payment_id::bigint
     RETURNING *
 ), audit AS (
@@ -77,6 +77,6 @@ UPDATE idempotency_keys
 SET recovery_point = 'finished', lock_token = NULL, locked_by = NULL, locked_at = NULL,
     last_run_at = now(), finished_at = now(), response_code = 201,
     response_headers = '{"Content-Type":"application/json","Location":"/payments/1"}',
-    response_body = convert_to('{"id":' || :payment_id::bigint || ',"amount":2000,"currency":"usd","status":"succeeded","stripe_payment_intent_id":"pi_pgbench_' || :payment_id::bigint || '","description":' || 'null,"amount_refunded":0,"disputed":' || 'false,"created_at":"2026-01-01T00:00:00.000000Z"}' || chr(10), 'UTF8')
+    response_body = convert_to('{"id":' || :payment_id::bigint || ',"amount":2000,"currency":"usd","status":"succeeded","stripe_payment_intent_id":"pi_pgbench_' || :payment_id::bigint || '","description":' || 'null,"amount_refunded":0,"capture_method":"automatic","amount_captured":2000,"disputed":' || 'false,"created_at":"2026-01-01T00:00:00.000000Z"}' || chr(10), 'UTF8')
 WHERE id = :key_id::bigint AND lock_token = :token::uuid;
 COMMIT;

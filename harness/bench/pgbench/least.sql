@@ -62,6 +62,6 @@ UPDATE leastsql.idempotency_keys
 SET recovery_point = 'finished', locked_at = NULL, last_run_at = now(),
     response_code = 201,
     response_headers = '{"Content-Type":"application/json","Location":"/payments/pay_0"}',
-    response_body = convert_to('{"id":"pay_' || :key_id::bigint || '","amount":2000,"currency":"usd","status":"succeeded","stripe_payment_intent_id":"pi_pgbench_' || :key_id::bigint || '","description":' || 'null,"amount_refunded":0,"disputed":' || 'false,"created_at":"2026-01-01T00:00:00.000000Z"}' || chr(10), 'UTF8')
+    response_body = convert_to('{"id":"pay_' || :key_id::bigint || '","amount":2000,"currency":"usd","status":"succeeded","stripe_payment_intent_id":"pi_pgbench_' || :key_id::bigint || '","description":' || 'null,"amount_refunded":0,"capture_method":"automatic","amount_captured":2000,"disputed":' || 'false,"created_at":"2026-01-01T00:00:00.000000Z"}' || chr(10), 'UTF8')
 WHERE id = :key_id::bigint AND locked_at = :lease::timestamptz;
 COMMIT;
