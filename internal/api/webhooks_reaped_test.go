@@ -50,6 +50,18 @@ func TestWebhookAlarmsAfterReaping(t *testing.T) {
 		require.Equal(t, want, reaped)
 	}
 
+	// reapOnly ages the user's key past retention and reaps it alone.
+	reapOnly := func(t *testing.T, svc *testutil.Service, key string) {
+		t.Helper()
+		_, err := svc.Pool.Exec(context.Background(),
+			"UPDATE idempotency_keys SET finished_at = now() - interval '2 days' WHERE idempotency_key = $1", key)
+		require.NoError(t, err)
+		reaper := &workers.ReaperWorker{Pool: svc.Pool, Config: workers.ReaperConfig{Retention: 24 * time.Hour}, Log: testutil.Logger(t)}
+		reaped, err := reaper.RunOnce(context.Background())
+		require.NoError(t, err)
+		require.EqualValues(t, 1, reaped)
+	}
+
 	// parked is what `keys list --state needs-attention` reads.
 	parked := func(t *testing.T, svc *testutil.Service) []*dbsqlc.IdempotencyKeyListUnfinishedRow {
 		t.Helper()
@@ -173,6 +185,50 @@ func TestWebhookAlarmsAfterReaping(t *testing.T) {
 		require.Equal(t, http.StatusCreated, replay.Status, "body: %s", replay.Body)
 		require.Equal(t, late.ID, *decode[refund](t, replay).StripeRefundID)
 		require.EqualValues(t, 600, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
+	})
+
+	// A declined payment records its declined PaymentIntent; another
+	// PaymentIntent of its intent then succeeds (a lost attempt, the
+	// dashboard): the customer told "declined" was charged. Before: an
+	// alarm only, the payment could not be found by its intent, and the key
+	// (live, or reaped) kept its answer.
+	t.Run("ChargeOfADeclinedPaymentByAnotherPaymentIntentGoesBackToTheOperator", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		svc, bundle := setup(t)
+		const declined = `{"amount": 2000, "currency": "usd", "payment_method": "pm_card_chargeDeclined"}`
+		for _, key := range []string{"declined-live", "declined-reaped"} {
+			first := svc.PostPayment(t, bundle.apiKey, key, declined)
+			require.Equal(t, http.StatusPaymentRequired, first.Status, "body: %s", first.Body)
+		}
+		reapOnly(t, svc, "declined-reaped")
+
+		for _, key := range []string{"declined-live", "declined-reaped"} {
+			charged := plant(t, bundle.em, 2000, intentOf(t, svc, bundle.userID, key).Metadata())
+			_, payload := event("payment_intent.succeeded", stripeObject(t, svc, "/v1/payment_intents/"+charged.ID), time.Now())
+			resp := deliver(t, svc, payload, whsec, time.Now())
+			require.Equal(t, http.StatusOK, resp.Status)
+			require.Contains(t, string(resp.Body), `"alarm":true`)
+			p := requireProblem(t, svc.PostPayment(t, bundle.apiKey, key, declined), http.StatusServiceUnavailable, "needs-attention")
+			require.Contains(t, p.Detail, "operator", key)
+
+			var line *dbsqlc.IdempotencyKeyListUnfinishedRow
+			for _, l := range parked(t, svc) {
+				if l.IdempotencyKey == key {
+					line = l
+				}
+			}
+			require.NotNil(t, line, "keys list --state needs-attention shows %s", key)
+			require.Contains(t, *line.LastError, charged.ID)
+			settled, err := svc.App.Resolve(ctx, line.ID, charged.ID)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusCreated, settled.Status)
+			replay := svc.PostPayment(t, bundle.apiKey, key, declined)
+			require.Equal(t, http.StatusCreated, replay.Status, "body: %s", replay.Body)
+			require.Equal(t, charged.ID, *decode[payment](t, replay).StripePaymentIntentID)
+		}
+		requireMetric(t, svc, `paymentsd_webhook_events_total{outcome="alarm",type="payment_intent.succeeded"} 2`)
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
 	})
 
 	// Past the tombstone's retention nothing names the key any more: the
