@@ -126,7 +126,7 @@ func (s *EventSettler) contradicts(ctx context.Context, tx db.Tx, payment *dbsql
 		return "", err
 	}
 	if !restored {
-		return "", phases.Alarm("%s; its key was reaped and its tombstone is gone too: no key to resolve, record the charge by hand", why)
+		return "", phases.Alarm("%s; its key was reaped and its tombstone is gone too: no key to resolve (docs/operations.md)", why)
 	}
 	if _, err := dbsqlc.New().PaymentLinkRestoredKey(ctx, tx, &dbsqlc.PaymentLinkRestoredKeyParams{ID: payment.ID, IdempotencyKeyID: &keyID}); err != nil {
 		return "", fmt.Errorf("error linking payment %d to its restored key: %w", payment.ID, err)

@@ -91,7 +91,7 @@ func (s *EventSettler) reopen(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 		return err
 	}
 	if !restored {
-		return phases.Alarm("%s; its key was reaped and its tombstone is gone too: no key to resolve, record the refund by hand", why)
+		return phases.Alarm("%s; its key was reaped and its tombstone is gone too: no key to resolve (docs/operations.md)", why)
 	}
 	if _, err := dbsqlc.New().RefundLinkRestoredKey(ctx, tx, &dbsqlc.RefundLinkRestoredKeyParams{ID: refund.ID, IdempotencyKeyID: &keyID}); err != nil {
 		return fmt.Errorf("error linking refund %d to its restored key: %w", refund.ID, err)
