@@ -38,30 +38,6 @@ func TestWebhookAlarmsAfterReaping(t *testing.T) {
 		return svc, &testBundle{apiKey: apiKey, em: em, userID: userID}
 	}
 
-	// reap ages every finished key past the 24 h retention and runs the
-	// reaper, which leaves a tombstone for each.
-	reap := func(t *testing.T, svc *testutil.Service, want int64) {
-		t.Helper()
-		_, err := svc.Pool.Exec(context.Background(), "UPDATE idempotency_keys SET finished_at = now() - interval '2 days'")
-		require.NoError(t, err)
-		reaper := &workers.ReaperWorker{Pool: svc.Pool, Config: workers.ReaperConfig{Retention: 24 * time.Hour}, Log: testutil.Logger(t)}
-		reaped, err := reaper.RunOnce(context.Background())
-		require.NoError(t, err)
-		require.Equal(t, want, reaped)
-	}
-
-	// reapOnly ages the user's key past retention and reaps it alone.
-	reapOnly := func(t *testing.T, svc *testutil.Service, key string) {
-		t.Helper()
-		_, err := svc.Pool.Exec(context.Background(),
-			"UPDATE idempotency_keys SET finished_at = now() - interval '2 days' WHERE idempotency_key = $1", key)
-		require.NoError(t, err)
-		reaper := &workers.ReaperWorker{Pool: svc.Pool, Config: workers.ReaperConfig{Retention: 24 * time.Hour}, Log: testutil.Logger(t)}
-		reaped, err := reaper.RunOnce(context.Background())
-		require.NoError(t, err)
-		require.EqualValues(t, 1, reaped)
-	}
-
 	// parked is what `keys list --state needs-attention` reads.
 	parked := func(t *testing.T, svc *testutil.Service) []*dbsqlc.IdempotencyKeyListUnfinishedRow {
 		t.Helper()
@@ -92,7 +68,7 @@ func TestWebhookAlarmsAfterReaping(t *testing.T) {
 		_, err := svc.App.Resolver.NotCharged(ctx, keyID(t, svc, "late"))
 		require.NoError(t, err)
 		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "late", visa), http.StatusBadRequest, "payment-rejected")
-		reap(t, svc, 1)
+		reapKeys(t, svc, 1)
 		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "late", visa), http.StatusUnprocessableEntity, "idempotency-key-expired")
 
 		pi := plant(t, bundle.em, 2000, intentOf(t, svc, bundle.userID, "late").Metadata())
@@ -155,7 +131,7 @@ func TestWebhookAlarmsAfterReaping(t *testing.T) {
 		requireProblem(t, postRefund(t, svc, bundle.apiKey, "lost", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
 		_, err := svc.App.Resolve(ctx, keyID(t, svc, "lost"), "")
 		require.NoError(t, err)
-		reap(t, svc, 2)
+		reapKeys(t, svc, 2)
 		requireProblem(t, postRefund(t, svc, bundle.apiKey, "lost", p.ID, `{"amount": 600}`), http.StatusUnprocessableEntity, "idempotency-key-expired")
 
 		params := &stripe.RefundParams{PaymentIntent: p.StripePaymentIntentID, Amount: stripe.Int64(600)}
@@ -201,7 +177,7 @@ func TestWebhookAlarmsAfterReaping(t *testing.T) {
 			first := svc.PostPayment(t, bundle.apiKey, key, declined)
 			require.Equal(t, http.StatusPaymentRequired, first.Status, "body: %s", first.Body)
 		}
-		reapOnly(t, svc, "declined-reaped")
+		reapKeys(t, svc, 1, "declined-reaped")
 
 		for _, key := range []string{"declined-live", "declined-reaped"} {
 			charged := plant(t, bundle.em, 2000, intentOf(t, svc, bundle.userID, key).Metadata())
@@ -241,7 +217,7 @@ func TestWebhookAlarmsAfterReaping(t *testing.T) {
 		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "gone", visa), http.StatusServiceUnavailable, "needs-attention")
 		_, err := svc.App.Resolver.NotCharged(ctx, keyID(t, svc, "gone"))
 		require.NoError(t, err)
-		reap(t, svc, 1)
+		reapKeys(t, svc, 1)
 		_, err = svc.Pool.Exec(ctx, "DELETE FROM idempotency_key_tombstones")
 		require.NoError(t, err)
 
@@ -256,4 +232,21 @@ func TestWebhookAlarmsAfterReaping(t *testing.T) {
 		require.Empty(t, parked(t, svc))
 		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
 	})
+}
+
+// reapKeys ages the finished keys named (every finished key when none is)
+// past the 24 h retention and runs the reaper, which must take want of them
+// and leave a tombstone for each.
+func reapKeys(t *testing.T, svc *testutil.Service, want int64, keys ...string) {
+	t.Helper()
+	if keys == nil {
+		keys = []string{}
+	}
+	_, err := svc.Pool.Exec(context.Background(), `UPDATE idempotency_keys SET finished_at = now() - interval '2 days'
+		WHERE recovery_point = 'finished' AND (cardinality($1::text[]) = 0 OR idempotency_key = ANY($1))`, keys)
+	require.NoError(t, err)
+	reaper := &workers.ReaperWorker{Pool: svc.Pool, Config: workers.ReaperConfig{Retention: 24 * time.Hour}, Log: testutil.Logger(t)}
+	reaped, err := reaper.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, want, reaped)
 }
