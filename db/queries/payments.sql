@@ -116,3 +116,12 @@ WHERE user_id = @user_id
   AND public_id > @ending_before::uuid
 ORDER BY public_id
 LIMIT @max_rows;
+
+-- PaymentLinkRestoredKey links a payment to its key brought back from its
+-- tombstone (IdempotencyKeyRestoreFromTombstone): the operator's settlement
+-- finds the payment by its key. Zero rows: the payment has a key.
+-- name: PaymentLinkRestoredKey :execrows
+UPDATE payments
+SET idempotency_key_id = @idempotency_key_id
+WHERE id = @id
+  AND idempotency_key_id IS NULL;

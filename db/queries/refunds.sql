@@ -138,3 +138,11 @@ WHERE payment_id = @payment_id
   AND public_id > @ending_before::uuid
 ORDER BY public_id
 LIMIT @max_rows;
+
+-- RefundLinkRestoredKey links a refund to its key brought back from its
+-- tombstone (IdempotencyKeyRestoreFromTombstone), as PaymentLinkRestoredKey.
+-- name: RefundLinkRestoredKey :execrows
+UPDATE refunds
+SET idempotency_key_id = @idempotency_key_id
+WHERE id = @id
+  AND idempotency_key_id IS NULL;

@@ -89,3 +89,17 @@ WITH refund AS (
 )
 SELECT *
 FROM refund;
+
+-- PaymentLockDeclinedForIntent locks the newest payment of an intent that
+-- was declined with a PaymentIntent of its own, for a succeeded event of
+-- another PaymentIntent of that intent that PaymentLockForEvent did not
+-- find: money taken for a payment answered "declined".
+-- name: PaymentLockDeclinedForIntent :one
+SELECT *
+FROM payments
+WHERE intent_id = @intent_id
+  AND status = 'failed'
+  AND stripe_payment_intent_id IS NOT NULL
+ORDER BY id DESC
+LIMIT 1
+FOR UPDATE;

@@ -183,10 +183,10 @@ func TestWebhookAlarms(t *testing.T) {
 	})
 
 	// A declined payment records its declined PaymentIntent; a second
-	// PaymentIntent of its intent then succeeds. The event cannot find the
-	// payment (a payment is found by intent only while it records no
-	// PaymentIntent, see migration 00017), so the key is not reopened, but the
-	// event is an alarm for the operator, never "ignored".
+	// PaymentIntent of its intent then succeeds. The event is an alarm for
+	// the operator, never "ignored" (it finds the declined payment by its
+	// intent, migration 00024, and hands its key to the operator:
+	// TestWebhookAlarmsAfterReaping).
 	t.Run("WebhookChargeOfADeclinedPaymentByAnotherPaymentIntentIsAnAlarm", func(t *testing.T) {
 		t.Parallel()
 		svc, bundle := setup(t)

@@ -166,6 +166,12 @@ func (h *Handler) apply(ctx context.Context, tx db.Tx, event *stripe.Event) (str
 		payment, err := dbsqlc.New().PaymentLockForEvent(ctx, tx, &dbsqlc.PaymentLockForEventParams{
 			StripePaymentIntentID: &pi.ID, IntentID: nonEmpty(pi.Metadata[intent.MetadataIntent]),
 		})
+		if errors.Is(err, db.ErrNotFound) && pi.Status == stripe.PaymentIntentStatusSucceeded && pi.Metadata[intent.MetadataIntent] != "" {
+			// A payment declined by another PaymentIntent of this intent
+			// records that one: money taken for a payment answered
+			// "declined", whose key Settle hands to an operator.
+			payment, err = dbsqlc.New().PaymentLockDeclinedForIntent(ctx, tx, nonEmpty(pi.Metadata[intent.MetadataIntent]))
+		}
 		switch {
 		case errors.Is(err, db.ErrNotFound) && pi.Status == stripe.PaymentIntentStatusSucceeded && pi.Metadata[intent.MetadataIntent] != "":
 			// Made by this deployment for an intent whose payment records

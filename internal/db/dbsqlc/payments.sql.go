@@ -250,6 +250,29 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg *PaymentInsert
 	return &i, err
 }
 
+const paymentLinkRestoredKey = `-- name: PaymentLinkRestoredKey :execrows
+UPDATE payments
+SET idempotency_key_id = $1
+WHERE id = $2
+  AND idempotency_key_id IS NULL
+`
+
+type PaymentLinkRestoredKeyParams struct {
+	IdempotencyKeyID *int64
+	ID               int64
+}
+
+// PaymentLinkRestoredKey links a payment to its key brought back from its
+// tombstone (IdempotencyKeyRestoreFromTombstone): the operator's settlement
+// finds the payment by its key. Zero rows: the payment has a key.
+func (q *Queries) PaymentLinkRestoredKey(ctx context.Context, db DBTX, arg *PaymentLinkRestoredKeyParams) (int64, error) {
+	result, err := db.Exec(ctx, paymentLinkRestoredKey, arg.IdempotencyKeyID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const paymentListForUser = `-- name: PaymentListForUser :many
 SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 FROM payments

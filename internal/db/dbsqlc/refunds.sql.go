@@ -225,6 +225,28 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg *RefundInsertPa
 	return &i, err
 }
 
+const refundLinkRestoredKey = `-- name: RefundLinkRestoredKey :execrows
+UPDATE refunds
+SET idempotency_key_id = $1
+WHERE id = $2
+  AND idempotency_key_id IS NULL
+`
+
+type RefundLinkRestoredKeyParams struct {
+	IdempotencyKeyID *int64
+	ID               int64
+}
+
+// RefundLinkRestoredKey links a refund to its key brought back from its
+// tombstone (IdempotencyKeyRestoreFromTombstone), as PaymentLinkRestoredKey.
+func (q *Queries) RefundLinkRestoredKey(ctx context.Context, db DBTX, arg *RefundLinkRestoredKeyParams) (int64, error) {
+	result, err := db.Exec(ctx, refundLinkRestoredKey, arg.IdempotencyKeyID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const refundListForPayment = `-- name: RefundListForPayment :many
 SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 FROM refunds

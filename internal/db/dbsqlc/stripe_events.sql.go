@@ -12,6 +12,55 @@ import (
 	"github.com/google/uuid"
 )
 
+const paymentLockDeclinedForIntent = `-- name: PaymentLockDeclinedForIntent :one
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+FROM payments
+WHERE intent_id = $1
+  AND status = 'failed'
+  AND stripe_payment_intent_id IS NOT NULL
+ORDER BY id DESC
+LIMIT 1
+FOR UPDATE
+`
+
+// PaymentLockDeclinedForIntent locks the newest payment of an intent that
+// was declined with a PaymentIntent of its own, for a succeeded event of
+// another PaymentIntent of that intent that PaymentLockForEvent did not
+// find: money taken for a payment answered "declined".
+func (q *Queries) PaymentLockDeclinedForIntent(ctx context.Context, db DBTX, intentID *string) (*Payment, error) {
+	row := db.QueryRow(ctx, paymentLockDeclinedForIntent, intentID)
+	var i Payment
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.IdempotencyKeyID,
+		&i.Amount,
+		&i.Currency,
+		&i.PaymentMethod,
+		&i.Description,
+		&i.Status,
+		&i.StripePaymentIntentID,
+		&i.FailureCode,
+		&i.FailureMessage,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChargeAttempt,
+		&i.ChargeAttemptSpentAt,
+		&i.AmountRefunded,
+		&i.AmountReserved,
+		&i.ChargeAttemptAt,
+		&i.IntentID,
+		&i.DisputedAt,
+		&i.PublicID,
+		&i.LegacyID,
+		&i.CaptureMethod,
+		&i.AmountCaptured,
+		&i.CaptureKeyID,
+		&i.CaptureAttempt,
+	)
+	return &i, err
+}
+
 const paymentLockForEvent = `-- name: PaymentLockForEvent :one
 SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
 FROM payments

@@ -30,7 +30,8 @@ type EventSettler struct {
 // *phases.AlarmError when Stripe's word contradicts what is recorded:
 // a PaymentIntent of this intent with another amount, a key parked for a
 // conflict (the operator's alone), money taken for a payment recorded as
-// failed or not charged (its key goes back to the operator), or a second
+// failed or not charged (its key goes back to the operator, from its
+// tombstone if the reaper took it), or a second
 // PaymentIntent that succeeded for one payment.
 func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, payment *dbsqlc.Payment, pi *stripe.PaymentIntent) (ignored string, err error) {
 	switch {
@@ -112,8 +113,25 @@ func (s *EventSettler) contradicts(ctx context.Context, tx db.Tx, payment *dbsql
 		if _, err := s.Engine.Reopen(ctx, tx, *payment.IdempotencyKeyID, PaymentCreated, why+"; resolve it as charged"); err != nil {
 			return "", err
 		}
+		return "", phases.Alarm("%s", why)
 	}
-	return "", phases.Alarm("%s", why)
+	// The key that answered "not charged" was reaped: bring it back from
+	// its tombstone, or the client keeps the tombstone's 422 and the
+	// operator has nothing to settle.
+	keyID, restored, err := s.Engine.Restore(ctx, tx, phases.Reaped{
+		ResourceType: "payment", ResourceID: payment.ID, Method: Method, Path: Path,
+		Flow: FlowName, CreatedAt: payment.CreatedAt,
+	}, PaymentCreated, why+"; its key was reaped and is back for an operator: resolve it as charged")
+	if err != nil {
+		return "", err
+	}
+	if !restored {
+		return "", phases.Alarm("%s; its key was reaped and its tombstone is gone too: no key to resolve (docs/operations.md)", why)
+	}
+	if _, err := dbsqlc.New().PaymentLinkRestoredKey(ctx, tx, &dbsqlc.PaymentLinkRestoredKeyParams{ID: payment.ID, IdempotencyKeyID: &keyID}); err != nil {
+		return "", fmt.Errorf("error linking payment %d to its restored key: %w", payment.ID, err)
+	}
+	return "", phases.Alarm("%s; its reaped key %d is back for an operator", why, keyID)
 }
 
 func deref(s *string) string {

@@ -3,6 +3,7 @@ package refunds
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/stripe/stripe-go/v79"
@@ -25,7 +26,8 @@ type EventSettler struct {
 // changed nothing, or "", or a *phases.AlarmError when Stripe's word
 // contradicts what is recorded: a Refund of this intent with another
 // amount, a key parked for a conflict (the operator's alone), or money
-// moving for a refund recorded as failed or not refunded.
+// moving for a refund recorded as failed or not refunded (its key goes back
+// to the operator, from its tombstone if the reaper took it).
 func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, sr *stripe.Refund, at time.Time) (ignored string, err error) {
 	status := outcomeOf(sr).Status
 	switch {
@@ -42,14 +44,9 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 	case refund.Status == StatusFailed && status != StatusFailed:
 		why := fmt.Sprintf("Refund %s is %s for refund %d, recorded failed (%s): money moved",
 			sr.ID, status, refund.ID, deref(refund.FailureReason))
-		if refund.IdempotencyKeyID != nil {
-			// The key answers "not refunded" no more: a client told so
-			// would refund again under a new key.
-			if _, err := s.Engine.Reopen(ctx, tx, *refund.IdempotencyKeyID, RefundCreated, why+"; resolve it as refunded by "+sr.ID); err != nil {
-				return "", err
-			}
-		}
-		return "", phases.Alarm("%s", why)
+		// The key answers "not refunded" no more: a client told so would
+		// refund again under a new key.
+		return "", s.reopen(ctx, tx, refund, why, sr.ID)
 	case status == StatusPending && refund.Status == StatusSucceeded:
 		return fmt.Sprintf("refund %d succeeded already", refund.ID), nil
 	}
@@ -74,6 +71,32 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 		}
 	}
 	return "", nil
+}
+
+// reopen hands the key that answered refund as not refunded back to an
+// operator, from its tombstone if the reaper took it, and returns the
+// alarm to record.
+func (s *EventSettler) reopen(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, why, refundID string) error {
+	resolve := "; resolve it as refunded by " + refundID
+	if refund.IdempotencyKeyID != nil {
+		if _, err := s.Engine.Reopen(ctx, tx, *refund.IdempotencyKeyID, RefundCreated, why+resolve); err != nil {
+			return err
+		}
+		return phases.Alarm("%s", why)
+	}
+	keyID, restored, err := s.Engine.Restore(ctx, tx, phases.Reaped{
+		ResourceType: "refund", ResourceID: refund.ID, Method: http.MethodPost, Flow: FlowName, CreatedAt: refund.CreatedAt,
+	}, RefundCreated, why+"; its key was reaped and is back for an operator"+resolve)
+	if err != nil {
+		return err
+	}
+	if !restored {
+		return phases.Alarm("%s; its key was reaped and its tombstone is gone too: no key to resolve (docs/operations.md)", why)
+	}
+	if _, err := dbsqlc.New().RefundLinkRestoredKey(ctx, tx, &dbsqlc.RefundLinkRestoredKeyParams{ID: refund.ID, IdempotencyKeyID: &keyID}); err != nil {
+		return fmt.Errorf("error linking refund %d to its restored key: %w", refund.ID, err)
+	}
+	return phases.Alarm("%s; its reaped key %d is back for an operator", why, keyID)
 }
 
 // stage orders a refund's statuses as Stripe moves a Refund: pending
