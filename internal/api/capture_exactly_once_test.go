@@ -5,10 +5,12 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
 
 	"github.com/paymentsd/paymentsd/emulator/stripefake"
+	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
@@ -98,5 +100,47 @@ func TestCaptureExactlyOnce(t *testing.T) {
 				"told its capture of 700 succeeded, while Stripe captured something else and this request captured nothing")
 		}
 		require.EqualValues(t, 1, em.Stats().Captures, "one capture at Stripe, not this key's")
+	})
+
+	// Defect: the same adoption, reached by paymentsd's own capture once a
+	// failover to an asynchronous standby lost its commits (design §6): key
+	// cap-1 captured 700 and was told 200; the commits that claimed and
+	// recorded it are lost, so the payment reads requires_capture again. A
+	// second key, cap-2 (the whole authorization), claims it, gets
+	// payment_intent_unexpected_state, reads the PaymentIntent back
+	// (succeeded, 700) and answers 200 as if it had captured; cap-1's retry,
+	// which the intent-derived Stripe key would have answered with Stripe's
+	// cached capture, now gets a stored 400 payment-not-capturable for the
+	// money it moved. Two keys, two contradictory stored answers, one
+	// capture.
+	t.Run("CaptureAfterLostCommitsIsNotClaimedByAnotherKey", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		svc := testutil.StartService(t, testutil.ServiceOptions{Workers: quietCompleter})
+		_, apiKey := svc.NewUser(t)
+		p := authorized(t, svc, apiKey, "auth")
+
+		first := postCapture(t, svc, apiKey, "cap-1", p.ID, `{"amount_to_capture": 700}`)
+		require.Equal(t, http.StatusOK, first.Status, "body: %s", first.Body)
+
+		// The failover loses the capture's two commits: the key, the claim
+		// and the recorded capture, its receipt and its audit.
+		require.NoError(t, db.WithTx(ctx, svc.Pool, func(ctx context.Context, tx db.Tx) error {
+			_, err := tx.Exec(ctx, `
+				UPDATE payments SET status = 'requires_capture', amount_captured = 0, capture_key_id = NULL, capture_attempt = 1;
+				DELETE FROM receipt_outbox;
+				DELETE FROM receipts;
+				DELETE FROM audit_records WHERE action = 'payment.captured';
+				DELETE FROM idempotency_keys WHERE idempotency_key = 'cap-1';`)
+			return err
+		}))
+
+		second := postCapture(t, svc, apiKey, "cap-2", p.ID, `{}`)
+		retried := postCapture(t, svc, apiKey, "cap-1", p.ID, `{"amount_to_capture": 700}`)
+		t.Logf("cap-2 (whole): %d %s", second.Status, second.Body)
+		t.Logf("cap-1 retried: %d %s", retried.Status, retried.Body)
+		require.EqualValues(t, 1, svc.Stripe.Stats().Captures)
+		assert.NotEqual(t, http.StatusOK, second.Status, "cap-2 captured nothing, yet is told its capture succeeded")
+		assert.Equal(t, http.StatusOK, retried.Status, "cap-1's capture is the one Stripe executed")
 	})
 }
