@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -142,5 +143,27 @@ func TestCaptureExactlyOnce(t *testing.T) {
 		require.EqualValues(t, 1, svc.Stripe.Stats().Captures)
 		assert.NotEqual(t, http.StatusOK, second.Status, "cap-2 captured nothing, yet is told its capture succeeded")
 		assert.Equal(t, http.StatusOK, retried.Status, "cap-1's capture is the one Stripe executed")
+	})
+
+	// Defect: the receipt of a partial capture states the amount
+	// authorized, not the amount captured: the outbox delivery
+	// (ReceiptOutboxClaim) and the recorded receipt (ReceiptsRecord) both
+	// read payments.amount. The customer authorized 2000, was charged 700,
+	// and is sent a receipt for 2000.
+	t.Run("ReceiptOfAPartialCaptureStatesWhatWasCaptured", func(t *testing.T) {
+		t.Parallel()
+		svc := testutil.StartService(t, testutil.ServiceOptions{})
+		_, apiKey := svc.NewUser(t)
+		p := authorized(t, svc, apiKey, "auth")
+
+		resp := postCapture(t, svc, apiKey, "cap", p.ID, `{"amount_to_capture": 700}`)
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		require.EqualValues(t, 700, decode[payment](t, resp).AmountCaptured)
+
+		var amount int64
+		testutil.WaitForf(t, 15*time.Second, 20*time.Millisecond, func() bool {
+			return svc.Pool.QueryRow(context.Background(), "SELECT amount FROM receipts").Scan(&amount) == nil
+		}, "the receipt was never delivered")
+		require.EqualValues(t, 700, amount, "the receipt must state what was captured, not what was authorized")
 	})
 }
