@@ -83,7 +83,10 @@
 //     a PaymentIntent is found only once that long has passed since its
 //     creation, by the server's clock. Stripe documents under a minute
 //     normally and up to an hour during outages, and warns against search in
-//     read-after-write flows; use retrieve or list there.
+//     read-after-write flows; use retrieve or list there. With
+//     Options.SearchRate it is rate limited as Stripe's is (20 a second
+//     per account): a search beyond the rate, by the server's clock, is a
+//     429 rate_limit, which stripe-go does not retry.
 //   - POST /v1/refunds with payment_intent (or charge, the PaymentIntent's
 //     latest), an optional amount (default: all that remains refundable),
 //     reason (duplicate, fraudulent or requested_by_customer) and
@@ -146,8 +149,10 @@
 // embeds (see spec_test.go for why that version).
 //
 // Differences from real Stripe, on purpose: search is strongly consistent
-// unless a lag is configured, only the query forms metadata['k']:'v',
-// status:'s', currency:'c' and amount:n joined by AND are understood,
+// unless a lag is configured and unlimited unless a rate is, only the
+// query forms metadata['k']:'v', status:'s', currency:'c' and amount:n, up
+// to ten joined by AND or by OR (never both, as Stripe's query language
+// has it), are understood,
 // PaymentIntents have no customer (list with customer=... is empty),
 // PaymentIntents and refunds are visible to every API key, and only create,
 // retrieve, list, search, capture and cancel of PaymentIntents and create,

@@ -110,43 +110,77 @@ func (q *queryScanner) value() (string, error) {
 	return "", errors.New("expected a value at position " + strconv.Itoa(q.i))
 }
 
-// parseSearchQuery parses clauses like metadata['k']:'v' joined by AND.
-func parseSearchQuery(query string) ([]searchClause, error) {
+// maxSearchClauses is how many clauses one query may combine.
+const maxSearchClauses = 10
+
+// searchQuery is a parsed query: its clauses, all of which must match, or
+// any one of them when joined by OR.
+type searchQuery struct {
+	clauses []searchClause
+	anyOf   bool
+}
+
+// matches reports whether pi satisfies the query.
+func (sq searchQuery) matches(pi PaymentIntent) bool {
+	for _, c := range sq.clauses {
+		if c.matches(pi) == sq.anyOf {
+			return sq.anyOf
+		}
+	}
+	return !sq.anyOf
+}
+
+// parseSearchQuery parses clauses like metadata['k']:'v' joined by AND (or
+// a space), or by OR: as in Stripe's query language, never both in one
+// query, and at most maxSearchClauses of them.
+func parseSearchQuery(query string) (searchQuery, error) {
+	sq, err := parseClauses(query)
+	if err == nil && len(sq.clauses) > maxSearchClauses {
+		err = errors.New("a query combines at most " + strconv.Itoa(maxSearchClauses) + " clauses")
+	}
+	return sq, err
+}
+
+// parseClauses is parseSearchQuery without the limit on clauses.
+func parseClauses(query string) (searchQuery, error) {
 	q := &queryScanner{s: query}
-	var clauses []searchClause
+	var (
+		clauses []searchClause
+		and, or bool
+	)
 	for {
 		q.skipSpace()
 		c := searchClause{field: q.word()}
 		switch c.field {
 		case "metadata":
 			if err := q.expect('['); err != nil {
-				return nil, err
+				return searchQuery{}, err
 			}
 			key, err := q.quoted()
 			if err != nil {
-				return nil, err
+				return searchQuery{}, err
 			}
 			if err := q.expect(']'); err != nil {
-				return nil, err
+				return searchQuery{}, err
 			}
 			c.key = key
 		case "status", "currency", "amount":
 		case "":
-			return nil, errors.New("expected a field at position " + strconv.Itoa(q.i))
+			return searchQuery{}, errors.New("expected a field at position " + strconv.Itoa(q.i))
 		default:
-			return nil, errors.New("unsupported search field '" + c.field + "' (stripefake supports metadata['key'], status, currency and amount)")
+			return searchQuery{}, errors.New("unsupported search field '" + c.field + "' (stripefake supports metadata['key'], status, currency and amount)")
 		}
 		if err := q.expect(':'); err != nil {
-			return nil, errors.New("only exact match (':') is supported: " + err.Error())
+			return searchQuery{}, errors.New("only exact match (':') is supported: " + err.Error())
 		}
 		v, err := q.value()
 		if err != nil {
-			return nil, err
+			return searchQuery{}, err
 		}
 		c.value = v
 		if c.field == "amount" {
 			if c.amount, err = strconv.ParseInt(v, 10, 64); err != nil {
-				return nil, errors.New("amount must be an integer, got '" + v + "'")
+				return searchQuery{}, errors.New("amount must be an integer, got '" + v + "'")
 			}
 		}
 		clauses = append(clauses, c)
@@ -154,21 +188,23 @@ func parseSearchQuery(query string) ([]searchClause, error) {
 		before := q.i
 		q.skipSpace()
 		if q.eof() {
-			return clauses, nil
+			return searchQuery{clauses: clauses, anyOf: or}, nil
 		}
 		if q.i == before {
-			return nil, errors.New("expected a space at position " + strconv.Itoa(q.i))
+			return searchQuery{}, errors.New("expected a space at position " + strconv.Itoa(q.i))
 		}
 		switch op := q.word(); op {
-		case "AND":
+		case "AND", "OR":
+			and, or = and || op == "AND", or || op == "OR"
+			if and && or {
+				return searchQuery{}, errors.New("AND and OR cannot be combined in one query")
+			}
 			end := q.i
 			if q.skipSpace(); q.i == end {
-				return nil, errors.New("expected a space after AND at position " + strconv.Itoa(q.i))
+				return searchQuery{}, errors.New("expected a space after " + op + " at position " + strconv.Itoa(q.i))
 			}
-		case "OR":
-			return nil, errors.New("OR is not supported by stripefake")
 		default:
-			return nil, errors.New("expected AND at position " + strconv.Itoa(q.i-len(op)))
+			return searchQuery{}, errors.New("expected AND or OR at position " + strconv.Itoa(q.i-len(op)))
 		}
 	}
 }
@@ -196,6 +232,11 @@ func (s *Server) searchLag() time.Duration {
 // search lag (Options.SearchLag, Chaos.SearchLag) has passed since its
 // creation. Pages continue after the last PaymentIntent shown.
 func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request, _ string) {
+	if !s.takeSearch() {
+		s.bump(func(st *Stats) { st.SearchesRateLimited++ })
+		writeError(w, http.StatusTooManyRequests, rateLimited())
+		return
+	}
 	s.bump(func(st *Stats) { st.Searches++ })
 	params := r.URL.Query()
 	bad := func(e *errorObject) {
@@ -207,7 +248,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request, _ string) 
 		bad(missingParam("query"))
 		return
 	}
-	clauses, err := parseSearchQuery(query)
+	sq, err := parseSearchQuery(query)
 	if err != nil {
 		bad(invalidParam("query", "", "Invalid search query: "+err.Error()))
 		return
@@ -238,12 +279,8 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request, _ string) 
 	}
 	for i := start; i >= 0 && !res.HasMore; i-- {
 		rec := s.intents[i]
-		ok := true
-		for _, c := range clauses {
-			ok = ok && c.matches(rec.PaymentIntent)
-		}
 		switch {
-		case !ok:
+		case !sq.matches(rec.PaymentIntent):
 		case lag > 0 && now.Sub(rec.createdAt) < lag:
 			lagged = true
 		case len(res.Data) == limit:

@@ -77,7 +77,7 @@ func TestSearchResultShapeAndErrors(t *testing.T) {
 	require.JSONEq(t, `{"object":"search_result","data":[],"has_more":false,"next_page":null,"url":"/v1/payment_intents/search"}`, body)
 
 	for _, q := range []string{
-		"", "metadata['x']", "metadata[x]:'y'", "metadata['x']:'y' OR metadata['z']:'w'",
+		"", "metadata['x']", "metadata[x]:'y'", "metadata['x']:'y' OR metadata['z']:'w' AND status:'succeeded'",
 		"metadata['x']:'y' and status:'succeeded'", "customer:'cus_1'", "metadata['x']:'y",
 		"amount:abc", "metadata['x']~'y'", "metadata['x']:'y'AND status:'x'",
 	} {
@@ -165,4 +165,31 @@ func TestSearchPagesContinueAfterLagCatchesUp(t *testing.T) {
 	require.Equal(t, []string{ids[2], ids[1], ids[0]}, got)
 	require.Len(t, search(t, e, "currency:'usd'"), 4)
 	require.Equal(t, late.ID, search(t, e, "currency:'usd'")[0].ID)
+}
+
+// TestSearchByAnyOf: clauses joined by OR match a PaymentIntent that
+// satisfies any of them; AND and OR are never mixed, and a query combines
+// at most ten clauses.
+func TestSearchByAnyOf(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stripefake.Options{})
+	ids := map[string]string{}
+	for i := range 3 {
+		pid := fmt.Sprint(300 + i)
+		pi, err := e.sc.PaymentIntents.New(piParams("pm_card_visa", pid, ""))
+		require.NoError(t, err)
+		ids[pid] = pi.ID
+	}
+	got := search(t, e, "metadata['payment_id']:'300' OR metadata['payment_id']:'302' OR metadata['payment_id']:'999'")
+	require.Len(t, got, 2)
+	require.ElementsMatch(t, []string{ids["300"], ids["302"]}, []string{got[0].ID, got[1].ID})
+
+	for _, bad := range []string{
+		"metadata['payment_id']:'300' OR metadata['payment_id']:'301' AND status:'succeeded'",
+		"amount:1 OR amount:2 OR amount:3 OR amount:4 OR amount:5 OR amount:6 OR amount:7 OR amount:8 OR amount:9 OR amount:10 OR amount:11",
+	} {
+		it := e.sc.PaymentIntents.Search(&stripe.PaymentIntentSearchParams{SearchParams: stripe.SearchParams{Query: bad}})
+		require.False(t, it.Next())
+		require.Equal(t, http.StatusBadRequest, stripeErr(t, it.Err()).HTTPStatusCode, bad)
+	}
 }

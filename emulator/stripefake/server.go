@@ -37,6 +37,12 @@ type Options struct {
 	// strongly consistent. Chaos.SearchLag overrides it while set. Retrieve
 	// and list are never delayed.
 	SearchLag time.Duration
+	// SearchRate is how many search requests a second the emulator
+	// answers, measured by its clock, in bursts of up to one second's
+	// worth: beyond it a search is refused with 429 rate_limit, as
+	// Stripe refuses search beyond its limit (20 read requests a second
+	// per account, docs.stripe.com/rate-limits). Zero: unlimited.
+	SearchRate int
 	// AuthorizationWindow is how long a PaymentIntent confirmed with
 	// capture_method=manual can be captured: that long after its creation,
 	// by the server's clock, the emulator cancels it if it is still
@@ -77,6 +83,8 @@ type Server struct {
 	ttl  time.Duration
 	lag  time.Duration
 	mux  *http.ServeMux
+	// searchRate is Options.SearchRate; see ratelimit.go.
+	searchRate searchBucket
 	// authWindow is Options.AuthorizationWindow; nextExpiry the earliest
 	// end of a window among the authorizations held (UnixNano by the
 	// server's clock, 0: none), read without the lock before every request.
@@ -123,6 +131,7 @@ func New(opts Options) *Server {
 		base:       opts.Now,
 		ttl:        opts.IdempotencyTTL,
 		lag:        max(opts.SearchLag, 0),
+		searchRate: searchBucket{rate: max(opts.SearchRate, 0)},
 		authWindow: opts.AuthorizationWindow,
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		release:    make(chan struct{}),

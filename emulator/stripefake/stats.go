@@ -50,6 +50,9 @@ type Stats struct {
 	Unauthorized int64 `json:"unauthorized"`
 	// Searches counts search requests.
 	Searches int64 `json:"searches"`
+	// SearchesRateLimited counts searches refused with 429 rate_limit
+	// (Options.SearchRate); they are not counted in Searches.
+	SearchesRateLimited int64 `json:"searches_rate_limited"`
 	// SearchesLagged counts searches that left out at least one matching
 	// PaymentIntent because it was younger than the search lag.
 	SearchesLagged int64 `json:"searches_lagged"`

@@ -121,6 +121,7 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 		m.Receipts.WithLabelValues("failed").Add(float64(failed))
 	}
 	opts.Stripe.ObserveLookup = func(result string) { m.Reconciliations.WithLabelValues(result).Inc() }
+	opts.Stripe.ObserveTrustedSearchLag = func(result string) { m.TrustedSearchLag.WithLabelValues(result).Inc() }
 	riverClient, err := workers.NewClient(pool, engine, opts.Workers)
 	if err != nil {
 		return nil, err

@@ -100,7 +100,7 @@ func init() {
 			},
 		},
 		{
-			name: "stripefake", args: "[--addr A] [--authorization-window D] [--webhook-url U --webhook-secret S [--webhook-latency D]]",
+			name: "stripefake", args: "[--addr A] [--authorization-window D] [--search-rate N] [--webhook-url U --webhook-secret S [--webhook-latency D]]",
 			summary: "serve the Stripe emulator (its own program, stripefake)",
 			about: "Serves the stateful Stripe emulator: PaymentIntents and Refunds with Stripe's idempotency rules,\n" +
 				"and admin endpoints under /_fake/ (stats, fault injection, events, disputes). They have no\n" +
@@ -108,7 +108,8 @@ func init() {
 				"change with --webhook-secret and POSTs it there, retrying until answered 2xx, each --webhook-latency\n" +
 				"(default 100ms) after its change at the earliest; --addr defaults to 127.0.0.1:12111. A PaymentIntent\n" +
 				"confirmed with capture_method=manual and not captured within --authorization-window (default\n" +
-				"168h, Stripe's 7 days) is canceled as Stripe cancels it (cancellation_reason automatic).\n\n" +
+				"168h, Stripe's 7 days) is canceled as Stripe cancels it (cancellation_reason automatic). With\n" +
+				"--search-rate N it refuses searches beyond N a second with Stripe's 429 rate_limit.\n\n" +
 				"The emulator is tooling, not part of paymentsd: this runs its program, stripefake (built from the\n" +
 				"emulator/ module, into bin/ by make build), found beside paymentsd or on PATH, in place of\n" +
 				"paymentsd, with the same arguments. 'stripefake --help' lists its flags.",

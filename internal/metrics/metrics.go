@@ -54,9 +54,13 @@ type Metrics struct {
 	KeysParked          prometheus.Counter
 	CompleterResumes    *prometheus.CounterVec
 	Reconciliations     *prometheus.CounterVec
-	ReapedKeys          prometheus.Counter
-	Receipts            *prometheus.CounterVec
-	WebhookEvents       *prometheus.CounterVec
+	// TrustedSearchLag counts the lookups among Reconciliations whose
+	// "nothing found" rests on Stripe's search lagging by no more than
+	// the SearchLag assumed (see stripeonce.Rules).
+	TrustedSearchLag *prometheus.CounterVec
+	ReapedKeys       prometheus.Counter
+	Receipts         *prometheus.CounterVec
+	WebhookEvents    *prometheus.CounterVec
 }
 
 // New registers the metrics, plus gauges read from pool at scrape time:
@@ -100,6 +104,10 @@ func New(pool *db.Pool, reconcileAfter time.Duration) *Metrics {
 			Name: "paymentsd_reconciliations_total",
 			Help: "Lookups of a PaymentIntent by metadata after an unknown outcome, by result: adopted, not_found (a new attempt key may follow), not_created (nothing created, proven at the end of Stripe's window), needs_attention (handed to an operator).",
 		}, []string{"result"}),
+		TrustedSearchLag: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paymentsd_lookups_trusting_search_lag_total",
+			Help: "Lookups that found nothing (result not_found or not_created) while Stripe's search alone covered part of the time since the key was made: each rests on search lagging by no more than the assumed SearchLag (1h), which Stripe does not document. See docs/operations.md, Search lag.",
+		}, []string{"result"}),
 		WebhookEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paymentsd_webhook_events_total",
 			Help: "Verified Stripe events, by type and outcome: applied, ignored (recorded with the reason), duplicate, alarm (contradicts what is recorded, or could not be applied: an operator must look; stripe_events holds the reason).",
@@ -114,7 +122,7 @@ func New(pool *db.Pool, reconcileAfter time.Duration) *Metrics {
 		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.IdempotencyOutcomes, m.PhaseDuration,
-		m.LeaseTakeovers, m.KeysParked, m.CompleterResumes, m.Reconciliations, m.ReapedKeys, m.Receipts, m.WebhookEvents,
+		m.LeaseTakeovers, m.KeysParked, m.CompleterResumes, m.Reconciliations, m.TrustedSearchLag, m.ReapedKeys, m.Receipts, m.WebhookEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&keyCollector{pool: pool, reconcileAfter: reconcileAfter})
 	// Start every known series at zero, so dashboards and alerts see it
@@ -127,6 +135,9 @@ func New(pool *db.Pool, reconcileAfter time.Duration) *Metrics {
 	}
 	for _, r := range []string{"adopted", "not_found", "not_created", "needs_attention"} {
 		m.Reconciliations.WithLabelValues(r)
+	}
+	for _, r := range []string{"not_found", "not_created"} {
+		m.TrustedSearchLag.WithLabelValues(r)
 	}
 	return m
 }

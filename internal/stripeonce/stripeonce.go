@@ -90,6 +90,12 @@ type Rules struct {
 	// Observe, when set, is told the result of every lookup: adopted,
 	// not_found, not_created or needs_attention.
 	Observe func(result string)
+	// ObserveTrustedSearchLag, when set, is told the result (not_found or
+	// not_created) of every lookup that found nothing while search alone
+	// covered part of the time since the key was made: a conclusion that
+	// rests on SearchLag, which Stripe does not document (see
+	// searchlag.go).
+	ObserveTrustedSearchLag func(result string)
 }
 
 // WithDefaults returns r with every unset field at its default.
@@ -110,6 +116,9 @@ func (r Rules) WithDefaults() Rules {
 	}
 	if r.Observe == nil {
 		r.Observe = func(string) {}
+	}
+	if r.ObserveTrustedSearchLag == nil {
+		r.ObserveTrustedSearchLag = func(string) {}
 	}
 	if r.StripeOffset == nil {
 		r.StripeOffset = func() time.Duration { return 0 }
@@ -199,7 +208,7 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 		if found || err != nil {
 			return adopted(rules, result, err)
 		}
-		rules.Observe("not_found")
+		st.foundNothing(ctx, rules, span, "not_found")
 	}
 	sendCutoff := st.KeyCreatedAt.Add(Window - rules.ExecutionBound - rules.VisibilityMargin)
 	for st.now().Before(sendCutoff) {
@@ -216,11 +225,12 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 		}
 		// What the spent key created, if anything, was created before
 		// Stripe replayed its error.
-		result, found, err := op.Lookup(ctx, st.Lookup(rules, st.SpentAt.Add(rules.VisibilityMargin)))
+		span := st.Lookup(rules, st.SpentAt.Add(rules.VisibilityMargin))
+		result, found, err := op.Lookup(ctx, span)
 		if found || err != nil {
 			return adopted(rules, result, err)
 		}
-		rules.Observe("not_found")
+		st.foundNothing(ctx, rules, span, "not_found")
 		if visible := st.SpentAt.Add(rules.VisibilityMargin); st.now().Before(visible) {
 			return zero, fmt.Errorf("stripe key %d of %d holds a server error and no %s is listed yet; "+
 				"the next key may be used after %s", st.Attempt, MaxAttempts, op.What(), visible.UTC().Format(time.RFC3339))
@@ -242,10 +252,22 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 // lookup alone: never by a create that could be a second one. Nothing found
 // proves "not created" only once every create ever sent is finished and
 // visible, which the send cut-off makes true at the window's end.
+//
+// The list need not reach past the window's end either: no run sends after
+// the cut-off, so whatever the intent made was made, and is visible, by
+// then, whatever the database remembers of its sends. Once search covers
+// the window's end (SearchLag and LookupLookback later), the list has
+// nothing left to cover and search alone decides: an account too busy to
+// page the list through settles then, not after LookupGrace.
 func reconcile[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error) {
 	var zero T
 	windowEnd := st.KeyCreatedAt.Add(Window)
-	result, found, err := op.Lookup(ctx, st.Lookup(rules, st.now().Add(rules.VisibilityMargin)))
+	until := st.now().Add(rules.VisibilityMargin)
+	if until.After(windowEnd) {
+		until = windowEnd
+	}
+	span := st.Lookup(rules, until)
+	result, found, err := op.Lookup(ctx, span)
 	switch {
 	case err != nil && st.now().After(windowEnd.Add(rules.LookupGrace)):
 		var attention *phases.NeedsAttentionError
@@ -259,7 +281,7 @@ func reconcile[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T,
 		return zero, fmt.Errorf("no %s listed yet; one sent near the window's end may still be executing until %s",
 			op.What(), windowEnd.UTC().Format(time.RFC3339))
 	}
-	rules.Observe("not_created")
+	st.foundNothing(ctx, rules, span, "not_created")
 	return op.NotCreated(), nil
 }
 

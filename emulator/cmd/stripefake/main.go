@@ -2,7 +2,7 @@
 // own: for `make run`, the bench and chaos runs, and the demo stack of
 // docker-compose.yml. `paymentsd stripefake` runs this program.
 //
-//	stripefake [--addr A] [--authorization-window D] [--webhook-url U --webhook-secret S [--webhook-latency D]]
+//	stripefake [--addr A] [--authorization-window D] [--search-rate N] [--webhook-url U --webhook-secret S [--webhook-latency D]]
 //
 // A command line that does not parse gets one line naming what is wrong and
 // the usage on stderr, with exit code 2; --help prints the usage and the
@@ -28,7 +28,7 @@ import (
 	"github.com/paymentsd/paymentsd/emulator/stripefake"
 )
 
-const usageLine = "usage: stripefake [--addr A] [--authorization-window D] [--webhook-url U --webhook-secret S [--webhook-latency D]]"
+const usageLine = "usage: stripefake [--addr A] [--authorization-window D] [--search-rate N] [--webhook-url U --webhook-secret S [--webhook-latency D]]"
 
 // about is the help's description of the program.
 const about = `Serves the stateful Stripe emulator: PaymentIntents (with manual capture: capture, cancel)
@@ -86,6 +86,7 @@ func flags() (*flag.FlagSet, *string, *stripefake.Options) {
 	opts := &stripefake.Options{}
 	addr := fs.String("addr", "127.0.0.1:12111", "listen on address `A`")
 	fs.DurationVar(&opts.AuthorizationWindow, "authorization-window", 7*24*time.Hour, "cancel a PaymentIntent confirmed with capture_method=manual and not captured `D` after its creation (cancellation_reason automatic), as Stripe does after 7 days")
+	fs.IntVar(&opts.SearchRate, "search-rate", 0, "answer at most `N` searches a second, refusing the rest with 429 rate_limit as Stripe does beyond its 20 a second; 0: no limit")
 	fs.StringVar(&opts.WebhookURL, "webhook-url", "", "send a signed Stripe event for every state change to `U` (several URLs, comma-separated, are taken in turn)")
 	fs.StringVar(&opts.WebhookSecret, "webhook-secret", "", "sign the events with secret `S`: the endpoint's STRIPE_WEBHOOK_SECRET")
 	fs.DurationVar(&opts.WebhookLatency, "webhook-latency", 100*time.Millisecond, "send each event `D` after its change at the earliest, as Stripe's asynchronous delivery does, after the API's answer")
@@ -115,6 +116,8 @@ func parse(args []string) (stripefake.Options, string, error) {
 		return stripefake.Options{}, "", errors.New("--webhook-secret needs --webhook-url")
 	case opts.WebhookLatency < 0:
 		return stripefake.Options{}, "", fmt.Errorf("--webhook-latency must not be negative, got %s", opts.WebhookLatency)
+	case opts.SearchRate < 0:
+		return stripefake.Options{}, "", fmt.Errorf("--search-rate must not be negative, got %d", opts.SearchRate)
 	case opts.AuthorizationWindow <= 0:
 		return stripefake.Options{}, "", fmt.Errorf("--authorization-window must be positive, got %s", opts.AuthorizationWindow)
 	}

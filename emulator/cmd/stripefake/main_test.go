@@ -28,6 +28,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--webhook-url", "http://a/", "--webhook-secret", "s", "--webhook-latency", "-1s"}, "--webhook-latency must not be negative, got -1s"},
 		{[]string{"--webhook-url", "127.0.0.1:8080", "--webhook-secret", "whsec_x"}, `--webhook-url must be http or https URLs, got "127.0.0.1:8080"`},
 		{[]string{"--authorization-window", "0s"}, "--authorization-window must be positive, got 0s"},
+		{[]string{"--search-rate", "-1"}, "--search-rate must not be negative, got -1"},
 		{[]string{"--authorization-window", "soon"}, `invalid value "soon" for flag --authorization-window`},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -46,7 +47,7 @@ func TestHelp(t *testing.T) {
 		require.Equal(t, 0, run(context.Background(), []string{arg}, &stdout, &stderr))
 		require.Empty(t, stderr.String())
 		for _, want := range []string{"usage: stripefake", "--addr A", "(default 127.0.0.1:12111)", "--webhook-url U",
-			"--webhook-secret S", "--webhook-latency D", "(default 100ms)", "--authorization-window D", "(default 168h0m0s)",
+			"--webhook-secret S", "--webhook-latency D", "(default 100ms)", "--authorization-window D", "(default 168h0m0s)", "--search-rate N",
 			"PAYMENTSD_LOG_LEVEL", "Example:"} {
 			require.Contains(t, stdout.String(), want)
 		}

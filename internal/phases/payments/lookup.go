@@ -7,7 +7,6 @@ import (
 
 	"github.com/stripe/stripe-go/v79"
 
-	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/stripeonce"
 )
@@ -92,20 +91,18 @@ func (c *Charger) list(ctx context.Context, req *ChargeRequest, window stripeonc
 
 // search adds to found what Stripe's search index holds for the intent,
 // created no earlier than window.SearchSince: anything older belongs to an
-// earlier use of the same key, reused once its tombstone expired.
+// earlier use of the same key, reused once its tombstone expired. The
+// search is pooled with other lookups' (see searchPool).
 func (c *Charger) search(ctx context.Context, req *ChargeRequest, window stripeonce.Span, found map[string]*stripe.PaymentIntent) error {
 	horizon := window.SearchSince.Unix()
-	params := &stripe.PaymentIntentSearchParams{}
-	params.Query = fmt.Sprintf("metadata['%s']:'%s'", intent.MetadataIntent, req.Intent.ID())
-	params.Context = ctx
-	iter := c.api.PaymentIntents.Search(params)
-	for iter.Next() {
-		if pi := iter.PaymentIntent(); ownedBy(pi, req) && pi.Created >= horizon {
+	pis, err := c.searches.search(ctx, req.Intent.ID())
+	if err != nil {
+		return fmt.Errorf("error searching PaymentIntents: %w", err)
+	}
+	for _, pi := range pis {
+		if ownedBy(pi, req) && pi.Created >= horizon {
 			found[pi.ID] = pi
 		}
-	}
-	if err := iter.Err(); err != nil {
-		return fmt.Errorf("error searching PaymentIntents: %w", err)
 	}
 	return nil
 }

@@ -50,6 +50,8 @@ type StripeConfig struct {
 	// ObserveLookup, when set, is told the result of every lookup:
 	// adopted, not_found, not_created or needs_attention.
 	ObserveLookup func(result string)
+	// ObserveTrustedSearchLag: see stripeonce.Rules.
+	ObserveTrustedSearchLag func(result string)
 }
 
 func (c *StripeConfig) setDefaults() {
@@ -72,9 +74,10 @@ func (c *StripeConfig) setDefaults() {
 
 // Charger charges payments through stripe-go.
 type Charger struct {
-	api   *client.API
-	cfg   StripeConfig
-	rules stripeonce.Rules
+	api      *client.API
+	cfg      StripeConfig
+	rules    stripeonce.Rules
+	searches *searchPool
 }
 
 // NewCharger returns a Charger. stripe-go's own retries are off: the phase
@@ -91,13 +94,16 @@ func NewCharger(cfg StripeConfig) *Charger {
 		backendCfg.URL = stripe.String(cfg.APIBase)
 	}
 	backend := stripe.GetBackendWithConfig(stripe.APIBackend, backendCfg)
+	api := client.New(cfg.SecretKey, &stripe.Backends{API: backend, Connect: backend, Uploads: backend})
 	return &Charger{
-		api: client.New(cfg.SecretKey, &stripe.Backends{API: backend, Connect: backend, Uploads: backend}),
-		cfg: cfg,
+		api:      api,
+		cfg:      cfg,
+		searches: newSearchPool(api, cfg.Timeout),
 		rules: stripeonce.Rules{
 			ExecutionBound: cfg.ExecutionBound, VisibilityMargin: cfg.VisibilityMargin,
 			LookupGrace: cfg.LookupGrace, SearchLag: cfg.SearchLag, LookupLookback: cfg.LookupLookback, Observe: cfg.ObserveLookup,
-			StripeOffset: clock.Offset, LostHistoryAt: cfg.LostHistoryAt, LostHistoryHorizon: cfg.LostHistoryHorizon,
+			ObserveTrustedSearchLag: cfg.ObserveTrustedSearchLag,
+			StripeOffset:            clock.Offset, LostHistoryAt: cfg.LostHistoryAt, LostHistoryHorizon: cfg.LostHistoryHorizon,
 		}.WithDefaults(),
 	}
 }

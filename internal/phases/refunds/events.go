@@ -33,6 +33,12 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 		return "", phases.Alarm("Refund %s is for %d, refund %d for %d", sr.ID, sr.Amount, refund.ID, refund.Amount)
 	case refund.StatusAt != nil && at.Before(*refund.StatusAt):
 		return fmt.Sprintf("older than refund %d's status %s (of %s)", refund.ID, refund.Status, refund.StatusAt.UTC().Format(time.RFC3339)), nil
+	case refund.StripeRefundID != nil && *refund.StripeRefundID == sr.ID && stage(status) < stage(refund.Status):
+		// Times alone cannot order the word of the flow (a Refund read
+		// at some moment after its creation) and events stamped to the
+		// second; Stripe's Refund only moves forward, so an event that
+		// would move this Refund back is older than what is recorded.
+		return fmt.Sprintf("Refund %s is %s already; %s is an older state", sr.ID, refund.Status, status), nil
 	case refund.Status == StatusFailed && status != StatusFailed:
 		why := fmt.Sprintf("Refund %s is %s for refund %d, recorded failed (%s): money moved",
 			sr.ID, status, refund.ID, deref(refund.FailureReason))
@@ -68,6 +74,19 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 		}
 	}
 	return "", nil
+}
+
+// stage orders a refund's statuses as Stripe moves a Refund: pending
+// (requires_action included) first, then succeeded, then failed, which
+// a succeeded Refund may still become, and which nothing leaves.
+func stage(status string) int {
+	switch status {
+	case StatusSucceeded:
+		return 1
+	case StatusFailed:
+		return 2
+	}
+	return 0
 }
 
 func deref(s *string) string {
