@@ -73,6 +73,17 @@ func TestCaptureExactlyOnce(t *testing.T) {
 			}
 			require.ErrorIs(t, err, payments.ErrResolutionRefused,
 				"PaymentIntent %s (%d, metadata %v) is not the payment's authorization of 2000", wrong.ID, wrong.Amount, wrong.Metadata)
+
+			// The guards refuse only what is wrong: an authorization of
+			// the payment's amount, with no other intent's metadata, is
+			// its charge.
+			right := plantAuthorization(t, em, 2000, nil)
+			settled, err = svc.App.Resolver.Charged(context.Background(), keyID(t, svc, "auth"), right.ID)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+			replay := decode[payment](t, svc.PostPayment(t, apiKey, "auth", manualVisa))
+			require.Equal(t, payments.StatusRequiresCapture, replay.Status)
+			require.Equal(t, right.ID, *replay.StripePaymentIntentID)
 		})
 	}
 
