@@ -35,18 +35,21 @@ func plantAuthorization(t *testing.T, em *testutil.Emulator, amount int64, metad
 	return pi
 }
 
-// TestCaptureExactlyOnce reproduces defects of the authorize-now,
-// capture-later endpoints: each subtest fails on the code as it stands.
+// TestCaptureExactlyOnce holds the reproductions of an adversarial review of
+// the authorize-now, capture-later endpoints (who is credited with a
+// capture, and which amounts are reported); each subtest failed on the code
+// before its fix.
 func TestCaptureExactlyOnce(t *testing.T) {
 	t.Parallel()
 
-	// Defect: payments.Resolver.Charged checks a manual payment's
+	// Defect: payments.Resolver.Charged checked a manual payment's
 	// PaymentIntent in a switch whose first case (requires_capture and
-	// capture_method manual) is empty: Go does not fall through, so the
-	// amount, currency and intent checks below it never run. An operator
+	// capture_method manual) was empty: Go does not fall through, so the
+	// amount, currency and intent checks below it never ran. An operator
 	// settling a parked authorization with the wrong PaymentIntent (another
-	// amount, another intent's) is not refused, and the payment records an
-	// authorization that is not its own, which a capture then takes.
+	// amount, another intent's) was not refused, and the payment recorded
+	// an authorization not its own, which a capture then took. Every check
+	// now applies to every payment (chargeOf).
 	for _, tc := range []struct {
 		name  string
 		plant func(t *testing.T, svc *testutil.Service, em *testutil.Emulator, userID int64) *stripe.PaymentIntent
@@ -87,13 +90,16 @@ func TestCaptureExactlyOnce(t *testing.T) {
 		})
 	}
 
-	// Defect: a capture that finds the PaymentIntent already captured by
+	// Defect: a capture that found the PaymentIntent already captured by
 	// someone else (the Dashboard, another integration) with another amount
-	// answers 200 as if it had captured: Do treats every
+	// answered 200 as if it had captured: Do treated every
 	// payment_intent_unexpected_state as possibly its own earlier capture
-	// and adopts whatever the PaymentIntent shows. The client asked for 700
-	// and is told its capture succeeded; the customer paid 2000, and no
-	// alarm or operator hears of it.
+	// and adopted whatever the PaymentIntent showed. The client asked for
+	// 700 and was told its capture succeeded; the customer paid 2000, and
+	// no alarm or operator heard of it. A capture now names its key's
+	// intent in the PaymentIntent's metadata, and a key is answered only
+	// its own: this one stores its 400, the payment is recorded as Stripe
+	// says, and a capture with no such metadata raises the alarm.
 	t.Run("ForeignCaptureOfAnotherAmountIsNotAnsweredAsOurs", func(t *testing.T) {
 		t.Parallel()
 		em := testutil.StartEmulator(t, stripefake.Options{})
@@ -112,19 +118,29 @@ func TestCaptureExactlyOnce(t *testing.T) {
 				"told its capture of 700 succeeded, while Stripe captured something else and this request captured nothing")
 		}
 		require.EqualValues(t, 1, em.Stats().Captures, "one capture at Stripe, not this key's")
+
+		requireProblem(t, resp, http.StatusBadRequest, "payment-not-capturable")
+		replay := postCapture(t, svc, apiKey, "cap", p.ID, `{"amount_to_capture": 700}`)
+		require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"), "the 400 is stored")
+		requireProblem(t, replay, http.StatusBadRequest, "payment-not-capturable")
+		got := getPaymentOf(t, svc, apiKey, p.ID)
+		require.Equal(t, "succeeded", got["status"], "recorded as Stripe says")
+		require.EqualValues(t, 2000, got["amount_captured"])
+		require.Equal(t, 1, receipts(t, svc))
+		requireMetric(t, svc, `paymentsd_captures_outside_total{found_by="capture"} 1`)
 	})
 
 	// Defect: the same adoption, reached by paymentsd's own capture once a
 	// failover to an asynchronous standby lost its commits (design §6): key
 	// cap-1 captured 700 and was told 200; the commits that claimed and
 	// recorded it are lost, so the payment reads requires_capture again. A
-	// second key, cap-2 (the whole authorization), claims it, gets
-	// payment_intent_unexpected_state, reads the PaymentIntent back
-	// (succeeded, 700) and answers 200 as if it had captured; cap-1's retry,
-	// which the intent-derived Stripe key would have answered with Stripe's
-	// cached capture, now gets a stored 400 payment-not-capturable for the
-	// money it moved. Two keys, two contradictory stored answers, one
-	// capture.
+	// second key, cap-2 (the whole authorization), claimed it, got
+	// payment_intent_unexpected_state, read the PaymentIntent back
+	// (succeeded, 700) and answered 200 as if it had captured; cap-1's
+	// retry then got a stored 400 payment-not-capturable for the money it
+	// moved. Now the read-back's capture metadata names cap-1: cap-2
+	// records the capture as cap-1's and stores its 400, and cap-1's retry
+	// finds the payment captured by its own intent and is answered 200.
 	t.Run("CaptureAfterLostCommitsIsNotClaimedByAnotherKey", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
@@ -154,13 +170,22 @@ func TestCaptureExactlyOnce(t *testing.T) {
 		require.EqualValues(t, 1, svc.Stripe.Stats().Captures)
 		assert.NotEqual(t, http.StatusOK, second.Status, "cap-2 captured nothing, yet is told its capture succeeded")
 		assert.Equal(t, http.StatusOK, retried.Status, "cap-1's capture is the one Stripe executed")
+
+		requireProblem(t, second, http.StatusBadRequest, "payment-not-capturable")
+		require.EqualValues(t, 700, decode[payment](t, retried).AmountCaptured)
+		require.Equal(t, "succeeded", decode[payment](t, retried).Status)
+		again := postCapture(t, svc, apiKey, "cap-1", p.ID, `{"amount_to_capture": 700}`)
+		require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+		require.Equal(t, string(retried.Body), string(again.Body))
+		require.Equal(t, 1, receipts(t, svc), "one receipt, recorded with the capture")
+		requireMetric(t, svc, `paymentsd_captures_outside_total{found_by="capture"} 0`)
 	})
 
-	// Defect: the receipt of a partial capture states the amount
+	// Defect: the receipt of a partial capture stated the amount
 	// authorized, not the amount captured: the outbox delivery
 	// (ReceiptOutboxClaim) and the recorded receipt (ReceiptsRecord) both
 	// read payments.amount. The customer authorized 2000, was charged 700,
-	// and is sent a receipt for 2000.
+	// and was sent a receipt for 2000. Both read amount_captured now.
 	t.Run("ReceiptOfAPartialCaptureStatesWhatWasCaptured", func(t *testing.T) {
 		t.Parallel()
 		svc := testutil.StartService(t, testutil.ServiceOptions{})

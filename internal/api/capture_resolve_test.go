@@ -70,15 +70,20 @@ func TestCaptureResolve(t *testing.T) {
 		require.EqualValues(t, 1, svc.Stripe.Stats().Captures)
 	})
 
-	t.Run("ChargedRecordsTheCapture", func(t *testing.T) {
+	// The key's own capture took after all (a request of its last run that
+	// Stripe executed late, past every read-back): its metadata names the
+	// key's intent, so the operator's "captured" answers the key 200.
+	t.Run("ChargedRecordsTheKeysOwnCapture", func(t *testing.T) {
 		t.Parallel()
 		svc, apiKey := setup(t)
 		p := authorized(t, svc, apiKey, "auth")
 		other := authorized(t, svc, apiKey, "auth-2")
 		park(t, svc, apiKey, "capture", "cap", p)
-		// Captured by hand, in the Dashboard say.
-		_, err := stripeClient(&testutil.Emulator{Server: svc.Stripe, URL: svc.StripeURL}).PaymentIntents.Capture(*p.StripePaymentIntentID,
-			&stripe.PaymentIntentCaptureParams{AmountToCapture: stripe.Int64(1800)})
+		late := &stripe.PaymentIntentCaptureParams{}
+		for k, v := range captureMetadata(t, svc, userOfKey(t, svc, "cap"), "cap") {
+			late.AddMetadata(k, v)
+		}
+		_, err := stripeClient(&testutil.Emulator{Server: svc.Stripe, URL: svc.StripeURL}).PaymentIntents.Capture(*p.StripePaymentIntentID, late)
 		require.NoError(t, err)
 
 		_, err = svc.App.Resolve(context.Background(), keyID(t, svc, "cap"), "")
@@ -91,8 +96,33 @@ func TestCaptureResolve(t *testing.T) {
 
 		replay := postCapture(t, svc, apiKey, "cap", p.ID, `{}`)
 		require.Equal(t, http.StatusOK, replay.Status, "body: %s", replay.Body)
-		require.EqualValues(t, 1800, decode[payment](t, replay).AmountCaptured)
+		require.EqualValues(t, 2000, decode[payment](t, replay).AmountCaptured)
 		require.Equal(t, 1, receipts(t, svc))
+		requireMetric(t, svc, `paymentsd_captures_outside_total{found_by="operator"} 0`)
+	})
+
+	// Captured by hand (the Dashboard, say) while the key was parked: the
+	// operator's "captured" records the payment as Stripe says, with its
+	// receipt, but the key's request captured nothing, so it answers its
+	// stored 400; and the capture nobody of ours made raises the alarm.
+	t.Run("ChargedByHandIsRecordedButNotAnsweredAsTheKeys", func(t *testing.T) {
+		t.Parallel()
+		svc, apiKey := setup(t)
+		p := authorized(t, svc, apiKey, "auth")
+		park(t, svc, apiKey, "capture", "cap", p)
+		_, err := stripeClient(&testutil.Emulator{Server: svc.Stripe, URL: svc.StripeURL}).PaymentIntents.Capture(*p.StripePaymentIntentID,
+			&stripe.PaymentIntentCaptureParams{AmountToCapture: stripe.Int64(1800)})
+		require.NoError(t, err)
+
+		settled, err := svc.App.Resolve(context.Background(), keyID(t, svc, "cap"), *p.StripePaymentIntentID)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusBadRequest, settled.Status, "body: %s", settled.Body)
+		requireProblem(t, postCapture(t, svc, apiKey, "cap", p.ID, `{}`), http.StatusBadRequest, "payment-not-capturable")
+		got := getPaymentOf(t, svc, apiKey, p.ID)
+		require.Equal(t, "succeeded", got["status"])
+		require.EqualValues(t, 1800, got["amount_captured"])
+		require.Equal(t, 1, receipts(t, svc))
+		requireMetric(t, svc, `paymentsd_captures_outside_total{found_by="operator"} 1`)
 	})
 
 	t.Run("CancelKeyNotChargedAfterStripeCanceled", func(t *testing.T) {

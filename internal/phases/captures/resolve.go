@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stripe/stripe-go/v79"
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 )
@@ -25,17 +27,27 @@ type Resolver struct {
 	Engine  *phases.Engine
 	Stripe  *Stripe
 	Receipt payments.EnqueueReceipt
+	// Namespace is the deployment's (see EventSettler.Namespace).
+	Namespace uuid.UUID
 }
 
 // Charged settles key keyID as captured: piID must be the payment's
-// PaymentIntent, and Stripe must show it succeeded. A capture key then
-// answers 200 with the payment; a cancel key its stored 400.
+// PaymentIntent, and Stripe must show it succeeded. The payment is
+// recorded captured as Stripe says. A capture key then answers 200 with
+// the payment only when the capture's metadata names its intent (the
+// operator's word does not make another key's capture, or one made outside
+// paymentsd, this key's); otherwise, and for a cancel key, its stored 400.
+// A capture made outside paymentsd raises the alarm.
 func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phases.Response, error) {
 	pi, err := r.Stripe.retrieveForOperator(ctx, piID)
 	if err != nil {
 		return nil, err
 	}
-	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	var (
+		out     *Outcome
+		settled *dbsqlc.Payment
+	)
+	resp, err := r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		action, payment, err := claimOf(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -46,8 +58,15 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phas
 		case pi.Status != stripe.PaymentIntentStatusSucceeded:
 			return nil, fmt.Errorf("%w: PaymentIntent %s is %s, not succeeded (captured)", payments.ErrResolutionRefused, pi.ID, pi.Status)
 		}
-		return r.settle(ctx, tx, key, action, payment, &Outcome{Captured: true, AmountCaptured: pi.AmountReceived}, "captured")
+		out, _ = outcomeOf(pi) // succeeded: a capture
+		settled = payment
+		return r.settle(ctx, tx, key, action, payment, out, "captured")
 	})
+	// Once committed: a transaction retried or rolled back raises nothing.
+	if err == nil && capturedOutside(out) {
+		alarmOutside(ctx, r.Stripe.outside, FoundByOperator, settled, out)
+	}
+	return resp, err
 }
 
 // NotCharged settles key keyID as not captured, once no request of its
@@ -112,7 +131,8 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 // settle records out as the outcome of the key's claim, audited.
 func (r *Resolver) settle(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey, action Action, payment *dbsqlc.Payment,
 	out *Outcome, as string) (*phases.Response, error) {
-	resp, err := recordOutcome(ctx, tx, action, payment, out, r.Receipt, "operator")
+	in := intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey}
+	resp, err := recordOutcome(ctx, tx, action, in.ID(), payment, out, r.Receipt, "operator")
 	if errors.Is(err, db.ErrNotFound) {
 		return nil, fmt.Errorf("%w: payment %d is %s already", payments.ErrResolutionRefused, payment.ID, payment.Status)
 	} else if err != nil {
