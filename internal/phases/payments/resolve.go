@@ -40,7 +40,7 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phas
 		return nil, err
 	}
 	q := dbsqlc.New()
-	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	return r.Engine.SettleAfter(ctx, keyID, lockPaymentOfKey(keyID), func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		payment, err := paymentOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -161,7 +161,7 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 				ErrResolutionRefused, pi.ID, pi.Status)
 		}
 	}
-	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	return r.Engine.SettleAfter(ctx, keyID, lockPaymentOfKey(keyID), func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		payment, err := paymentOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -178,6 +178,28 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 		}
 		return rejectedResponse((*dbsqlc.Payment)(row), charge), nil
 	})
+}
+
+// lockPaymentOfKey locks the payment key keyID made, if any, before the
+// key is locked: a webhook settling the payment locks it, then its key
+// (ClaimForEvent), and the operator takes them in that order too, so the
+// two cannot deadlock (see phases.Engine.SettleAfter). paymentOfKey then
+// reads it, locked.
+func lockPaymentOfKey(keyID int64) func(ctx context.Context, tx db.Tx) error {
+	return func(ctx context.Context, tx db.Tx) error {
+		q := dbsqlc.New()
+		p, err := q.PaymentGetByIdempotencyKeyID(ctx, tx, &keyID)
+		if errors.Is(err, db.ErrNotFound) {
+			return nil // paymentOfKey says so, once the key is known to be parked
+		} else if err != nil {
+			return fmt.Errorf("error loading payment of idempotency key %d: %w", keyID, err)
+		}
+		// The payment's row lock, as every capture and cancel takes it.
+		if _, err := q.PaymentLockForCapture(ctx, tx, &dbsqlc.PaymentLockForCaptureParams{UserID: p.UserID, PublicID: p.PublicID}); err != nil {
+			return fmt.Errorf("error locking payment of idempotency key %d: %w", keyID, err)
+		}
+		return nil
+	}
 }
 
 // paymentOfKey is the payment a parked key made; only payment keys are
