@@ -15,13 +15,20 @@ ALTER TABLE payments ADD CONSTRAINT payments_status_check
 -- outlives a reaped key as NULL, by then the payment is no longer
 -- requires_capture. capture_attempt numbers the Stripe key of the claim's
 -- capture or cancel, moved on only once the PaymentIntent, read back, shows
--- the earlier key did nothing.
+-- the earlier key did nothing. capture_intent names the capture key whose
+-- capture Stripe executed (package intent's ID, which every capture sends
+-- as the metadata paymentsd_capture_intent and Stripe keeps on the
+-- PaymentIntent): NULL until captured, or when captured outside paymentsd
+-- (the Dashboard). It outlives the key row and every claim, so a key whose
+-- own commits a failover lost is still answered its capture when it
+-- retries, and no other key is ever answered it.
 ALTER TABLE payments
     ADD COLUMN capture_method  text    NOT NULL DEFAULT 'automatic'
         CONSTRAINT payments_capture_method_check CHECK (capture_method IN ('automatic', 'manual')),
     ADD COLUMN amount_captured bigint  NOT NULL DEFAULT 0,
     ADD COLUMN capture_key_id  bigint  REFERENCES idempotency_keys (id) ON DELETE SET NULL,
-    ADD COLUMN capture_attempt integer NOT NULL DEFAULT 1 CONSTRAINT payments_capture_attempt_check CHECK (capture_attempt >= 1);
+    ADD COLUMN capture_attempt integer NOT NULL DEFAULT 1 CONSTRAINT payments_capture_attempt_check CHECK (capture_attempt >= 1),
+    ADD COLUMN capture_intent  text;
 
 -- Every payment made before manual capture was automatic: a succeeded one
 -- was captured whole when it was charged. Refunds and disputes keep the
@@ -41,6 +48,7 @@ CREATE UNIQUE INDEX payments_capture_key_id_key ON payments (capture_key_id) WHE
 DROP INDEX payments_capture_key_id_key;
 ALTER TABLE payments DROP CONSTRAINT payments_amount_captured_check;
 ALTER TABLE payments
+    DROP COLUMN capture_intent,
     DROP COLUMN capture_attempt,
     DROP COLUMN capture_key_id,
     DROP COLUMN amount_captured,

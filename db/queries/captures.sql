@@ -38,7 +38,8 @@ WHERE id = @id
 RETURNING *;
 
 -- PaymentRecordCapture records what became of an authorization (captured:
--- succeeded with what was taken; or canceled) and audits it, in one
+-- succeeded with what was taken, and the intent whose capture it was, NULL
+-- for one made outside paymentsd; or canceled) and audits it, in one
 -- statement. Only an authorization moves: a payment already captured or
 -- canceled (by an event that came first) returns no row.
 -- name: PaymentRecordCapture :one
@@ -46,6 +47,7 @@ WITH payment AS (
     UPDATE payments
     SET status          = @status,
         amount_captured = @amount_captured,
+        capture_intent  = sqlc.narg(capture_intent),
         updated_at      = now()
     WHERE payments.id = sqlc.arg(id)
       AND payments.status = 'requires_capture'
@@ -58,6 +60,7 @@ WITH payment AS (
                'status', p.status,
                'amount_captured', p.amount_captured,
                'capture_key_id', p.capture_key_id,
+               'capture_intent', p.capture_intent,
                'by', sqlc.arg(by)::text))
     FROM payment AS p
 )

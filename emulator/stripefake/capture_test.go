@@ -2,6 +2,7 @@ package stripefake_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"testing"
@@ -189,6 +190,36 @@ func TestCaptureAll(t *testing.T) {
 	st := e.fake.Stats()
 	require.EqualValues(t, 2, st.CaptureRequests)
 	require.EqualValues(t, 1, st.Captures)
+}
+
+// A capture's metadata is merged into the PaymentIntent's before its
+// payment_intent.succeeded is made, so the event names the capture's
+// sender as a retrieve does: paymentsd credits a capture to the key its
+// metadata names.
+func TestCaptureMetadataReachesItsEvent(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t, hookSecret, nil)
+	e := hookEnv(t, rcv.srv.URL, stripefake.Options{})
+	pi := authorized(t, e, "c-md")
+
+	p := captureOf(600, "cap-md")
+	p.AddMetadata("captured_by", "key-7")
+	_, err := e.sc.PaymentIntents.Capture(pi.ID, p)
+	require.NoError(t, err)
+	want := map[string]string{"payment_id": "c-md", "captured_by": "key-7"}
+	require.Equal(t, want, retrieved(t, e, pi.ID).Metadata)
+
+	settled(t, e)
+	var captured *stripe.PaymentIntent
+	for _, ev := range rcv.accepted() {
+		if ev.Type == "payment_intent.succeeded" {
+			captured = &stripe.PaymentIntent{}
+			require.NoError(t, json.Unmarshal(ev.Data.Raw, captured))
+		}
+	}
+	require.NotNil(t, captured, "the capture's event was delivered")
+	require.Equal(t, want, captured.Metadata)
+	require.EqualValues(t, 600, captured.AmountReceived)
 }
 
 // A partial capture takes amount_to_capture and releases the rest: the

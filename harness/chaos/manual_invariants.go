@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/paymentsd/paymentsd/emulator/stripefake"
+	"github.com/paymentsd/paymentsd/internal/intent"
 )
 
 // Check 11, manual payments (manual.go):
@@ -17,8 +18,10 @@ import (
 //     closed) with nothing captured;
 //   - a capture answered 200 captured what its client asked (the whole
 //     authorization when it named no amount), as the payment row and the
-//     PaymentIntent say; a cancel answered 200 left the PaymentIntent
-//     canceled with nothing captured;
+//     PaymentIntent say, and the capture Stripe executed was that key's
+//     own (its paymentsd_capture_intent metadata names the key's intent);
+//     a cancel answered 200 left the PaymentIntent canceled with nothing
+//     captured;
 //   - a capture or cancel refused was refused for its reason: nothing
 //     capturable, nothing cancelable, or more asked than authorized;
 //   - per payment, at most one capture key and never a capture and a
@@ -109,6 +112,8 @@ func checkAction(c *Check, in *Intent, k *KeyRow, snap *Snapshot, piByID map[str
 			c.Failf("capture key %s captured %d, but payment %d is %s with %d captured", in.Key, want, p.ID, p.Status, p.AmountCaptured)
 		case pi.Status != stripefake.StatusSucceeded || pi.AmountReceived != want:
 			c.Failf("capture key %s captured %d, but PaymentIntent %s is %s with %d received", in.Key, want, pi.ID, pi.Status, pi.AmountReceived)
+		case pi.Metadata[intent.MetadataCaptureIntent] != intent.Intent{Namespace: snap.Namespace, UserID: in.User.UserID, Key: in.Key}.ID():
+			c.Failf("capture key %s answered 200, but PaymentIntent %s was captured by intent %q", in.Key, pi.ID, pi.Metadata[intent.MetadataCaptureIntent])
 		}
 	case code == http.StatusOK:
 		switch {

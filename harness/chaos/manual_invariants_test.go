@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/paymentsd/paymentsd/emulator/stripefake"
+	"github.com/paymentsd/paymentsd/internal/intent"
 )
 
 // manualWorld is world() and an authorized payment of 1000 (key m), of
@@ -32,8 +33,10 @@ func manualWorld() ([]*Intent, *Snapshot) {
 		Status: "succeeded", PaymentIntentID: &piM, CaptureMethod: "manual", AmountCaptured: 300}
 	snap.Payments[4], snap.PaymentsOf[keyM], snap.PaymentsByPublicID["pay_4"] = p, []*PaymentRow{p}, p
 	snap.Receipts[4] = 1
+	md := metadataOf("m")
+	md[intent.MetadataCaptureIntent] = intent.Intent{Namespace: namespace, UserID: 7, Key: "m-capture-1"}.ID()
 	snap.Intents = append(snap.Intents, stripefake.PaymentIntent{ID: piM, Amount: 1000, AmountReceived: 300, CaptureMethod: "manual",
-		Status: stripefake.StatusSucceeded, Metadata: metadataOf("m")})
+		Status: stripefake.StatusSucceeded, Metadata: md})
 	return intents, snap
 }
 
@@ -58,6 +61,12 @@ func TestVerifyCatchesWhatACaptureMustNotDo(t *testing.T) {
 			in[len(in)-1].Status, in[len(in)-1].Response = 200, k.ResponseBody
 		}},
 		{"captured other than asked", []int{2, 11}, func(_ []*Intent, s *Snapshot) { lastIntent(s).AmountReceived = 1000 }},
+		{"answered another key's capture", []int{11}, func(_ []*Intent, s *Snapshot) {
+			lastIntent(s).Metadata[intent.MetadataCaptureIntent] = intent.Intent{Namespace: namespace, UserID: 7, Key: "m-capture-9"}.ID()
+		}},
+		{"answered a capture made outside paymentsd", []int{11}, func(_ []*Intent, s *Snapshot) {
+			delete(lastIntent(s).Metadata, intent.MetadataCaptureIntent)
+		}},
 		{"payment row not captured", []int{2, 3, 4, 11}, func(_ []*Intent, s *Snapshot) {
 			s.Payments[4].Status, s.Payments[4].AmountCaptured = "requires_capture", 0
 		}},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v79"
 
 	"github.com/paymentsd/paymentsd/emulator/stripefake"
 	"github.com/paymentsd/paymentsd/internal/testutil"
@@ -87,6 +88,78 @@ func TestCaptureEvents(t *testing.T) {
 		require.Equal(t, "requires_capture", decode[payment](t, retried).Status)
 		require.Zero(t, receipts(t, svc))
 		require.EqualValues(t, 1, svc.Stripe.Stats().CreateRequests)
+	})
+
+	// Stripe's payment_intent.succeeded settles the key that claimed the
+	// authorization with 200 only when the capture's metadata names that
+	// key's intent. Here key cap claimed it and its capture did nothing
+	// (a 500), so it is unfinished, when the event of a capture made by
+	// another key (cap-lost, whose own commits a failover lost) arrives:
+	// cap is finished with its stored 400, the payment is recorded captured
+	// by cap-lost's intent, and cap-lost's retry is answered 200.
+	t.Run("EventOfAnotherKeysCaptureRefusesTheClaimingKey", func(t *testing.T) {
+		t.Parallel()
+		svc := testutil.StartService(t, testutil.ServiceOptions{WebhookSecret: whsec, Workers: quietCompleter})
+		userID, apiKey := svc.NewUser(t)
+		p := authorized(t, svc, apiKey, "auth")
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500, Op: stripefake.OpCapturePaymentIntent})
+		requireProblem(t, postCapture(t, svc, apiKey, "cap", p.ID, `{}`), http.StatusServiceUnavailable, "processor-unavailable")
+		// The other key's capture, as Stripe executed it; its key row and
+		// its claim are the failover's loss.
+		lost := &stripe.PaymentIntentCaptureParams{AmountToCapture: stripe.Int64(700)}
+		for k, v := range captureMetadata(t, svc, userID, "cap-lost") {
+			lost.AddMetadata(k, v)
+		}
+		_, err := stripeClient(&testutil.Emulator{Server: svc.Stripe, URL: svc.StripeURL}).PaymentIntents.Capture(*p.StripePaymentIntentID, lost)
+		require.NoError(t, err)
+
+		_, payload := event("payment_intent.succeeded", stripeObject(t, svc, "/v1/payment_intents/"+*p.StripePaymentIntentID), time.Now())
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		require.Contains(t, string(resp.Body), `"alarm":false`)
+		require.Equal(t, 1, countEvents(t, svc, "WHERE type = 'payment_intent.succeeded' AND outcome = 'applied'"))
+
+		replay := postCapture(t, svc, apiKey, "cap", p.ID, `{}`)
+		require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"), "the event finished the key")
+		requireProblem(t, replay, http.StatusBadRequest, "payment-not-capturable")
+		retried := postCapture(t, svc, apiKey, "cap-lost", p.ID, `{"amount_to_capture": 700}`)
+		require.Equal(t, http.StatusOK, retried.Status, "body: %s", retried.Body)
+		require.EqualValues(t, 700, decode[payment](t, retried).AmountCaptured)
+		require.EqualValues(t, 1, svc.Stripe.Stats().Captures)
+		require.Equal(t, 1, receipts(t, svc))
+		requireMetric(t, svc, `paymentsd_captures_outside_total{found_by="webhook"} 0`)
+	})
+
+	// The event of a capture nobody of ours made (the Dashboard: no
+	// capture metadata) is applied, the payment recorded as Stripe says,
+	// the claiming key finished with its stored 400, and the event kept as
+	// an alarm: logged, and counted twice (the webhook alarm, and captures
+	// made outside paymentsd).
+	t.Run("EventOfACaptureOutsidePaymentsdRaisesTheAlarm", func(t *testing.T) {
+		t.Parallel()
+		svc := testutil.StartService(t, testutil.ServiceOptions{WebhookSecret: whsec, Workers: quietCompleter})
+		_, apiKey := svc.NewUser(t)
+		p := authorized(t, svc, apiKey, "auth")
+		svc.Stripe.Inject(stripefake.Fault{Kind: stripefake.Fault500, Op: stripefake.OpCapturePaymentIntent})
+		requireProblem(t, postCapture(t, svc, apiKey, "cap", p.ID, `{}`), http.StatusServiceUnavailable, "processor-unavailable")
+		_, err := stripeClient(&testutil.Emulator{Server: svc.Stripe, URL: svc.StripeURL}).PaymentIntents.Capture(*p.StripePaymentIntentID,
+			&stripe.PaymentIntentCaptureParams{AmountToCapture: stripe.Int64(1800)})
+		require.NoError(t, err)
+
+		_, payload := event("payment_intent.succeeded", stripeObject(t, svc, "/v1/payment_intents/"+*p.StripePaymentIntentID), time.Now())
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		require.Contains(t, string(resp.Body), `"alarm":true`)
+		requireMetric(t, svc, `paymentsd_webhook_events_total{outcome="alarm",type="payment_intent.succeeded"} 1`)
+		requireMetric(t, svc, `paymentsd_captures_outside_total{found_by="webhook"} 1`)
+
+		replay := postCapture(t, svc, apiKey, "cap", p.ID, `{}`)
+		require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"), "the event finished the key")
+		requireProblem(t, replay, http.StatusBadRequest, "payment-not-capturable")
+		got := getPaymentOf(t, svc, apiKey, p.ID)
+		require.Equal(t, "succeeded", got["status"])
+		require.EqualValues(t, 1800, got["amount_captured"])
+		require.Equal(t, 1, receipts(t, svc))
 	})
 
 	// An event older than the payment's state (an authorization's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v79"
@@ -70,15 +71,20 @@ func TestCaptureResolve(t *testing.T) {
 		require.EqualValues(t, 1, svc.Stripe.Stats().Captures)
 	})
 
-	t.Run("ChargedRecordsTheCapture", func(t *testing.T) {
+	// The key's own capture took after all (a request of its last run that
+	// Stripe executed late, past every read-back): its metadata names the
+	// key's intent, so the operator's "captured" answers the key 200.
+	t.Run("ChargedRecordsTheKeysOwnCapture", func(t *testing.T) {
 		t.Parallel()
 		svc, apiKey := setup(t)
 		p := authorized(t, svc, apiKey, "auth")
 		other := authorized(t, svc, apiKey, "auth-2")
 		park(t, svc, apiKey, "capture", "cap", p)
-		// Captured by hand, in the Dashboard say.
-		_, err := stripeClient(&testutil.Emulator{Server: svc.Stripe, URL: svc.StripeURL}).PaymentIntents.Capture(*p.StripePaymentIntentID,
-			&stripe.PaymentIntentCaptureParams{AmountToCapture: stripe.Int64(1800)})
+		late := &stripe.PaymentIntentCaptureParams{}
+		for k, v := range captureMetadata(t, svc, userOfKey(t, svc, "cap"), "cap") {
+			late.AddMetadata(k, v)
+		}
+		_, err := stripeClient(&testutil.Emulator{Server: svc.Stripe, URL: svc.StripeURL}).PaymentIntents.Capture(*p.StripePaymentIntentID, late)
 		require.NoError(t, err)
 
 		_, err = svc.App.Resolve(context.Background(), keyID(t, svc, "cap"), "")
@@ -91,8 +97,74 @@ func TestCaptureResolve(t *testing.T) {
 
 		replay := postCapture(t, svc, apiKey, "cap", p.ID, `{}`)
 		require.Equal(t, http.StatusOK, replay.Status, "body: %s", replay.Body)
-		require.EqualValues(t, 1800, decode[payment](t, replay).AmountCaptured)
+		require.EqualValues(t, 2000, decode[payment](t, replay).AmountCaptured)
 		require.Equal(t, 1, receipts(t, svc))
+		requireMetric(t, svc, `paymentsd_captures_outside_total{found_by="operator"} 0`)
+	})
+
+	// Captured by hand (the Dashboard, say) while the key was parked: the
+	// operator's "captured" records the payment as Stripe says, with its
+	// receipt, but the key's request captured nothing, so it answers its
+	// stored 400; and the capture nobody of ours made raises the alarm.
+	t.Run("ChargedByHandIsRecordedButNotAnsweredAsTheKeys", func(t *testing.T) {
+		t.Parallel()
+		svc, apiKey := setup(t)
+		p := authorized(t, svc, apiKey, "auth")
+		park(t, svc, apiKey, "capture", "cap", p)
+		_, err := stripeClient(&testutil.Emulator{Server: svc.Stripe, URL: svc.StripeURL}).PaymentIntents.Capture(*p.StripePaymentIntentID,
+			&stripe.PaymentIntentCaptureParams{AmountToCapture: stripe.Int64(1800)})
+		require.NoError(t, err)
+
+		settled, err := svc.App.Resolve(context.Background(), keyID(t, svc, "cap"), *p.StripePaymentIntentID)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusBadRequest, settled.Status, "body: %s", settled.Body)
+		requireProblem(t, postCapture(t, svc, apiKey, "cap", p.ID, `{}`), http.StatusBadRequest, "payment-not-capturable")
+		got := getPaymentOf(t, svc, apiKey, p.ID)
+		require.Equal(t, "succeeded", got["status"])
+		require.EqualValues(t, 1800, got["amount_captured"])
+		require.Equal(t, 1, receipts(t, svc))
+		requireMetric(t, svc, `paymentsd_captures_outside_total{found_by="operator"} 1`)
+	})
+
+	// Lock order. A webhook about the payment locks it, then the key that
+	// claimed it (ClaimForEvent); keys resolve locked the key, then the
+	// payment. Met, the two deadlocked, and Postgres aborted one of them
+	// after deadlock_timeout. Resolve now locks the payment first, so it
+	// waits for the webhook's transaction holding nothing that one needs.
+	t.Run("ResolveLocksThePaymentBeforeTheKeyAsAWebhookDoes", func(t *testing.T) {
+		t.Parallel()
+		svc, apiKey := setup(t)
+		p := authorized(t, svc, apiKey, "auth")
+		park(t, svc, apiKey, "capture", "cap", p)
+		id := keyID(t, svc, "cap")
+		ctx := context.Background()
+
+		webhook, err := svc.Pool.Driver().Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = webhook.Rollback(ctx) }()
+		// This transaction looks for a deadlock first, so that Postgres
+		// aborts it (the resolve would retry, and hide the cycle).
+		_, err = webhook.Exec(ctx, `SET LOCAL deadlock_timeout = '20ms'`)
+		require.NoError(t, err)
+		_, err = webhook.Exec(ctx, `SELECT 1 FROM payments WHERE capture_key_id = $1 FOR UPDATE`, id)
+		require.NoError(t, err)
+
+		resolved := make(chan error, 1)
+		go func() {
+			_, err := svc.App.Resolve(ctx, id, "") // still requires_capture: not captured
+			resolved <- err
+		}()
+		testutil.WaitForf(t, 10*time.Second, 5*time.Millisecond, func() bool {
+			var waiting int
+			require.NoError(t, svc.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%PaymentLockForCapture%'`).Scan(&waiting))
+			return waiting == 1
+		}, "keys resolve never waited for the payment's lock")
+		_, err = webhook.Exec(ctx, `SELECT 1 FROM idempotency_keys WHERE id = $1 FOR UPDATE`, id)
+		require.NoError(t, err, "the webhook's transaction deadlocked with keys resolve")
+		require.NoError(t, webhook.Commit(ctx))
+		require.NoError(t, <-resolved)
+		requireProblem(t, postCapture(t, svc, apiKey, "cap", p.ID, `{}`), http.StatusBadRequest, "payment-not-capturable")
 	})
 
 	t.Run("CancelKeyNotChargedAfterStripeCanceled", func(t *testing.T) {

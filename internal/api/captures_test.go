@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/emulator/stripefake"
+	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/captures"
 	"github.com/paymentsd/paymentsd/internal/testutil"
@@ -28,6 +29,23 @@ func postCancel(t testing.TB, svc *testutil.Service, apiKey, idemKey, paymentID 
 	t.Helper()
 	return svc.Do(t, http.MethodPost, "/payments/"+paymentID+"/cancel", `{}`,
 		"Authorization", "Bearer "+apiKey, "Idempotency-Key", idemKey, "Content-Type", "application/json")
+}
+
+// captureMetadata is the metadata a capture sent under the capture key
+// idemKey of user userID carries: the ID of the key's intent, which makes a
+// capture that took that key's own.
+func captureMetadata(t *testing.T, svc *testutil.Service, userID int64, idemKey string) map[string]string {
+	t.Helper()
+	return map[string]string{intent.MetadataCaptureIntent: intentOf(t, svc, userID, idemKey).ID()}
+}
+
+// userOfKey is the user of the stored key idemKey.
+func userOfKey(t *testing.T, svc *testutil.Service, idemKey string) int64 {
+	t.Helper()
+	var userID int64
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT user_id FROM idempotency_keys WHERE idempotency_key = $1", idemKey).Scan(&userID))
+	return userID
 }
 
 // TestCaptures covers POST /payments/{id}/capture and its rules.

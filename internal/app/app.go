@@ -135,7 +135,7 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 	charger := payments.NewCharger(opts.Stripe)
 	receipt := workers.EnqueueReceipt
 	refunder := refunds.NewRefunder(charger)
-	capturer := captures.NewStripe(charger)
+	capturer := captures.NewStripe(charger, func(foundBy string) { m.CapturesOutside.WithLabelValues(foundBy).Inc() })
 	endpoints := []api.Endpoint{{
 		Method: payments.Method, Pattern: payments.Path, Noun: "payment",
 		Flow:   payments.NewFlow(pool, namespace, charger, receipt),
@@ -171,7 +171,8 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 		hooks = &webhooks.Handler{
 			Pool: pool, Secret: opts.WebhookSecret, Namespace: namespace,
 			Payments: &payments.EventSettler{Engine: engine, Receipt: receipt,
-				Captures: (&captures.EventSettler{Engine: engine, Receipt: receipt}).Settle},
+				Captures: (&captures.EventSettler{Engine: engine, Receipt: receipt, Namespace: namespace,
+					Outside: func(foundBy string) { m.CapturesOutside.WithLabelValues(foundBy).Inc() }}).Settle},
 			Refunds: &refunds.EventSettler{Engine: engine},
 			Observe: func(eventType, outcome string) { m.WebhookEvents.WithLabelValues(eventType, outcome).Inc() },
 		}
@@ -199,7 +200,7 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 		InstanceID:      instanceID,
 		Resolver:        &payments.Resolver{Engine: engine, Charger: charger, Namespace: namespace, Receipt: receipt},
 		RefundResolver:  &refunds.Resolver{Engine: engine, Refunder: refunder, Namespace: namespace},
-		CaptureResolver: &captures.Resolver{Engine: engine, Stripe: capturer, Receipt: receipt},
+		CaptureResolver: &captures.Resolver{Engine: engine, Stripe: capturer, Receipt: receipt, Namespace: namespace},
 		opts:            opts,
 		alive:           alive,
 		history:         history,

@@ -25,6 +25,13 @@ const (
 	MetadataNamespace = "paymentsd_namespace"
 	MetadataIntent    = "paymentsd_intent"
 	MetadataUserID    = "paymentsd_user_id"
+	// MetadataCaptureIntent is what a capture, which changes an object
+	// instead of creating one, adds to the PaymentIntent it captures: the
+	// ID of the capture key's intent. Stripe keeps one capture per
+	// PaymentIntent, so it names the one request whose capture took, and a
+	// read-back or an event credits that request alone; a capture made
+	// outside paymentsd (the Dashboard) has none.
+	MetadataCaptureIntent = "paymentsd_capture_intent"
 )
 
 // Intent is one client intent: what a user asked for under one key.

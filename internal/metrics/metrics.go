@@ -61,6 +61,9 @@ type Metrics struct {
 	ReapedKeys       prometheus.Counter
 	Receipts         *prometheus.CounterVec
 	WebhookEvents    *prometheus.CounterVec
+	// CapturesOutside counts authorizations found captured by no key of
+	// paymentsd (see captures.ObserveOutside): an alarm.
+	CapturesOutside *prometheus.CounterVec
 }
 
 // New registers the metrics, plus gauges read from pool at scrape time:
@@ -116,6 +119,10 @@ func New(pool *db.Pool, reconcileAfter time.Duration) *Metrics {
 			Name: "paymentsd_reaped_keys_total",
 			Help: "Finished idempotency keys deleted after their retention.",
 		}),
+		CapturesOutside: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paymentsd_captures_outside_total",
+			Help: "Alarm: authorizations found captured outside paymentsd (the PaymentIntent succeeded with no paymentsd_capture_intent metadata: the Dashboard, another integration), by who found it: capture, cancel (a run of that key), webhook, operator. Recorded as Stripe says, answered to no key as its own; an operator must look.",
+		}, []string{"found_by"}),
 		Receipts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paymentsd_receipts_total",
 			Help: "Receipt deliveries from the outbox, by outcome: delivered, failed (kept in the outbox and retried with a backoff).",
@@ -123,6 +130,7 @@ func New(pool *db.Pool, reconcileAfter time.Duration) *Metrics {
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.IdempotencyOutcomes, m.PhaseDuration,
 		m.LeaseTakeovers, m.KeysParked, m.CompleterResumes, m.Reconciliations, m.TrustedSearchLag, m.ReapedKeys, m.Receipts, m.WebhookEvents,
+		m.CapturesOutside,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&keyCollector{pool: pool, reconcileAfter: reconcileAfter})
 	// Start every known series at zero, so dashboards and alerts see it
@@ -132,6 +140,9 @@ func New(pool *db.Pool, reconcileAfter time.Duration) *Metrics {
 	}
 	for _, o := range []string{"delivered", "failed"} {
 		m.Receipts.WithLabelValues(o)
+	}
+	for _, f := range []string{"capture", "cancel", "webhook", "operator"} {
+		m.CapturesOutside.WithLabelValues(f)
 	}
 	for _, r := range []string{"adopted", "not_found", "not_created", "needs_attention"} {
 		m.Reconciliations.WithLabelValues(r)

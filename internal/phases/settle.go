@@ -17,9 +17,20 @@ import (
 // a long call got (a spent remote attempt, say), so a later run does not
 // repeat it. If another run took the key over, nothing fn wrote commits and
 // Checkpoint returns ErrLeaseLost.
+//
+// fn runs first and the lease is renewed after it, in the same transaction:
+// fn locks the flow's own row (a payment, a refund), and a webhook settling
+// that row locks it before the key (ClaimForEvent), so both take the flow's
+// row first and cannot deadlock. Renewing first took the key, then the row:
+// the opposite order, a cycle Postgres breaks with a deadlock error and a
+// retry after deadlock_timeout. fn's writes under a lost lease roll back
+// with the renewal that finds it lost.
 func (r *Run) Checkpoint(ctx context.Context, fn func(ctx context.Context, tx db.Tx) error) error {
 	start := time.Now()
 	err := db.WithTx(ctx, r.engine.pool, func(ctx context.Context, tx db.Tx) error {
+		if err := fn(ctx, tx); err != nil {
+			return err
+		}
 		rows, err := r.engine.queries.IdempotencyKeyRenewLease(ctx, tx, &dbsqlc.IdempotencyKeyRenewLeaseParams{
 			ID: r.Key.ID, LockToken: r.lockToken(),
 		})
@@ -29,7 +40,7 @@ func (r *Run) Checkpoint(ctx context.Context, fn func(ctx context.Context, tx db
 		case rows == 0:
 			return ErrLeaseLost
 		}
-		return fn(ctx, tx)
+		return nil
 	})
 	if err != nil {
 		return err
@@ -48,7 +59,21 @@ type Settler func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*R
 // and the flow's rows change together. It returns ErrNotAwaitingOperator
 // when the key does not exist or is not parked.
 func (e *Engine) Settle(ctx context.Context, keyID int64, settle Settler) (*Response, error) {
+	return e.SettleAfter(ctx, keyID, nil, settle)
+}
+
+// SettleAfter is Settle with first (unless nil) run in the transaction
+// before the key is locked: a flow locks its own row there (the payment
+// the key acts on), because a webhook settling that row locks it before
+// the key, and the operator must take them in the same order or the two
+// can deadlock. settle then finds the row locked already.
+func (e *Engine) SettleAfter(ctx context.Context, keyID int64, first func(ctx context.Context, tx db.Tx) error, settle Settler) (*Response, error) {
 	return db.WithTxV(ctx, e.pool, func(ctx context.Context, tx db.Tx) (*Response, error) {
+		if first != nil {
+			if err := first(ctx, tx); err != nil {
+				return nil, err
+			}
+		}
 		key, err := e.queries.IdempotencyKeyLockNeedsAttention(ctx, tx, keyID)
 		if err != nil {
 			if errors.Is(err, db.ErrNotFound) {

@@ -233,6 +233,29 @@ func TestDispatcher(t *testing.T) {
 		require.Equal(t, len(bundle.ids), count(t, bundle.pool, "SELECT count(*) FROM receipts"))
 	})
 
+	// A receipt states what was charged. An automatic payment is captured
+	// whole; a manual one captured in part was charged less than it
+	// authorized, and its receipt (delivered and recorded) says so.
+	t.Run("AReceiptStatesWhatWasCaptured", func(t *testing.T) {
+		t.Parallel()
+		d, bundle := setup(t, 2)
+		partial := bundle.ids[1]
+		_, err := bundle.pool.Exec(context.Background(), `UPDATE payments
+			SET capture_method = 'manual', amount = 2000, amount_captured = 700 WHERE id = $1`, partial)
+		require.NoError(t, err)
+		rec := &recorder{}
+		d.Deliverer, d.Config = rec, workers.DispatcherConfig{BatchSize: 10}
+
+		n, err := d.Drain(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		whole := bundle.ids[0]
+		require.EqualValues(t, 101, rec.amounts[whole], "the automatic payment's receipt states its amount")
+		require.EqualValues(t, 700, rec.amounts[partial], "the partial capture's receipt states what was captured")
+		require.Equal(t, 101, count(t, bundle.pool, "SELECT amount FROM receipts WHERE payment_id = $1", whole))
+		require.Equal(t, 700, count(t, bundle.pool, "SELECT amount FROM receipts WHERE payment_id = $1", partial))
+	})
+
 	t.Run("ABatchCutShortRecordsNothing", func(t *testing.T) {
 		t.Parallel()
 		d, bundle := setup(t, 3)
@@ -405,8 +428,8 @@ func outbox(t *testing.T, n int) (*db.Pool, []int64) {
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO users (email, api_key_hash) VALUES ('r@example.com', sha256('r')) RETURNING id`).Scan(&userID))
 	rows, err := pool.Query(ctx, `
 		WITH p AS (
-			INSERT INTO payments (user_id, amount, currency, payment_method, status)
-			SELECT $1, 100 + i, 'usd', 'pm_card_visa', 'succeeded' FROM generate_series(1, $2) AS i
+			INSERT INTO payments (user_id, amount, amount_captured, currency, payment_method, status)
+			SELECT $1, 100 + i, 100 + i, 'usd', 'pm_card_visa', 'succeeded' FROM generate_series(1, $2) AS i
 			RETURNING id
 		), o AS (
 			INSERT INTO receipt_outbox (payment_id, created_at, run_at)
@@ -424,11 +447,12 @@ func outbox(t *testing.T, n int) (*db.Pool, []int64) {
 	return pool, ids
 }
 
-// recorder is a Deliverer that counts deliveries per payment and fails
-// those in failing.
+// recorder is a Deliverer that counts deliveries per payment, keeps the
+// amount each last stated, and fails those in failing.
 type recorder struct {
 	mu        sync.Mutex
 	delivered map[int64]int
+	amounts   map[int64]int64
 	failing   map[int64]bool
 }
 
@@ -442,6 +466,10 @@ func (r *recorder) Deliver(_ context.Context, rc *workers.Receipt) error {
 		r.delivered = map[int64]int{}
 	}
 	r.delivered[rc.PaymentID]++
+	if r.amounts == nil {
+		r.amounts = map[int64]int64{}
+	}
+	r.amounts[rc.PaymentID] = rc.Amount
 	return nil
 }
 

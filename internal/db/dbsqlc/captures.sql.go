@@ -19,7 +19,7 @@ SET capture_key_id  = $1,
     updated_at      = now()
 WHERE id = $2
   AND capture_key_id IS NULL
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 `
 
 type PaymentClaimForCaptureParams struct {
@@ -61,12 +61,13 @@ func (q *Queries) PaymentClaimForCapture(ctx context.Context, db DBTX, arg *Paym
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }
 
 const paymentGetByCaptureKeyID = `-- name: PaymentGetByCaptureKeyID :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 FROM payments
 WHERE capture_key_id = $1
 `
@@ -102,12 +103,13 @@ func (q *Queries) PaymentGetByCaptureKeyID(ctx context.Context, db DBTX, capture
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }
 
 const paymentLockForCapture = `-- name: PaymentLockForCapture :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 FROM payments
 WHERE user_id = $1
   AND public_id = $2
@@ -152,6 +154,7 @@ func (q *Queries) PaymentLockForCapture(ctx context.Context, db DBTX, arg *Payme
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }
@@ -162,7 +165,7 @@ SET capture_attempt = capture_attempt + 1,
     updated_at      = now()
 WHERE id = $1
   AND capture_attempt = $2
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 `
 
 type PaymentNextCaptureAttemptParams struct {
@@ -202,6 +205,7 @@ func (q *Queries) PaymentNextCaptureAttempt(ctx context.Context, db DBTX, arg *P
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }
@@ -211,10 +215,11 @@ WITH payment AS (
     UPDATE payments
     SET status          = $1,
         amount_captured = $2,
+        capture_intent  = $3,
         updated_at      = now()
-    WHERE payments.id = $3
+    WHERE payments.id = $4
       AND payments.status = 'requires_capture'
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, CASE p.status WHEN 'succeeded' THEN 'payment.captured' ELSE 'payment.' || p.status END,
@@ -223,16 +228,18 @@ WITH payment AS (
                'status', p.status,
                'amount_captured', p.amount_captured,
                'capture_key_id', p.capture_key_id,
-               'by', $4::text))
+               'capture_intent', p.capture_intent,
+               'by', $5::text))
     FROM payment AS p
 )
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 FROM payment
 `
 
 type PaymentRecordCaptureParams struct {
 	Status         string
 	AmountCaptured int64
+	CaptureIntent  *string
 	ID             int64
 	By             string
 }
@@ -264,16 +271,19 @@ type PaymentRecordCaptureRow struct {
 	AmountCaptured        int64
 	CaptureKeyID          *int64
 	CaptureAttempt        int32
+	CaptureIntent         *string
 }
 
 // PaymentRecordCapture records what became of an authorization (captured:
-// succeeded with what was taken; or canceled) and audits it, in one
+// succeeded with what was taken, and the intent whose capture it was, NULL
+// for one made outside paymentsd; or canceled) and audits it, in one
 // statement. Only an authorization moves: a payment already captured or
 // canceled (by an event that came first) returns no row.
 func (q *Queries) PaymentRecordCapture(ctx context.Context, db DBTX, arg *PaymentRecordCaptureParams) (*PaymentRecordCaptureRow, error) {
 	row := db.QueryRow(ctx, paymentRecordCapture,
 		arg.Status,
 		arg.AmountCaptured,
+		arg.CaptureIntent,
 		arg.ID,
 		arg.By,
 	)
@@ -305,6 +315,7 @@ func (q *Queries) PaymentRecordCapture(ctx context.Context, db DBTX, arg *Paymen
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }
@@ -316,7 +327,7 @@ SET capture_key_id = NULL,
 WHERE id = $1
   AND capture_key_id = $2
   AND status = 'requires_capture'
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 `
 
 type PaymentReleaseCaptureParams struct {
@@ -356,6 +367,7 @@ func (q *Queries) PaymentReleaseCapture(ctx context.Context, db DBTX, arg *Payme
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }

@@ -105,6 +105,7 @@ type Payment struct {
 	AmountCaptured        int64
 	CaptureKeyID          *int64
 	CaptureAttempt        int32
+	CaptureIntent         *string
 }
 
 type Receipt struct {

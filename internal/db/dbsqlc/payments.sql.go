@@ -13,7 +13,7 @@ import (
 )
 
 const paymentGetByIDForUser = `-- name: PaymentGetByIDForUser :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 FROM payments
 WHERE id = $1
   AND user_id = $2
@@ -55,12 +55,13 @@ func (q *Queries) PaymentGetByIDForUser(ctx context.Context, db DBTX, arg *Payme
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }
 
 const paymentGetByIdempotencyKeyID = `-- name: PaymentGetByIdempotencyKeyID :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 FROM payments
 WHERE idempotency_key_id = $1
 `
@@ -95,12 +96,13 @@ func (q *Queries) PaymentGetByIdempotencyKeyID(ctx context.Context, db DBTX, ide
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }
 
 const paymentGetByPublicIDForUser = `-- name: PaymentGetByPublicIDForUser :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 FROM payments
 WHERE user_id = $1
   AND public_id = $2
@@ -143,6 +145,7 @@ func (q *Queries) PaymentGetByPublicIDForUser(ctx context.Context, db DBTX, arg 
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }
@@ -154,14 +157,14 @@ WITH payment AS (
     ) VALUES (
         $1, $2, $3, $4, $5, $6, $7, $8
     )
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.created', 'payment', p.id,
            jsonb_build_object('status', p.status, 'idempotency_key_id', p.idempotency_key_id)
     FROM payment AS p
 )
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 FROM payment
 `
 
@@ -203,6 +206,7 @@ type PaymentInsertRow struct {
 	AmountCaptured        int64
 	CaptureKeyID          *int64
 	CaptureAttempt        int32
+	CaptureIntent         *string
 }
 
 // PaymentInsert creates the pending payment and its audit record in one
@@ -246,6 +250,7 @@ func (q *Queries) PaymentInsert(ctx context.Context, db DBTX, arg *PaymentInsert
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }
@@ -274,7 +279,7 @@ func (q *Queries) PaymentLinkRestoredKey(ctx context.Context, db DBTX, arg *Paym
 }
 
 const paymentListForUser = `-- name: PaymentListForUser :many
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 FROM payments
 WHERE user_id = $1
   AND public_id < coalesce($2::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff')
@@ -328,6 +333,7 @@ func (q *Queries) PaymentListForUser(ctx context.Context, db DBTX, arg *PaymentL
 			&i.AmountCaptured,
 			&i.CaptureKeyID,
 			&i.CaptureAttempt,
+			&i.CaptureIntent,
 		); err != nil {
 			return nil, err
 		}
@@ -340,7 +346,7 @@ func (q *Queries) PaymentListForUser(ctx context.Context, db DBTX, arg *PaymentL
 }
 
 const paymentListForUserBefore = `-- name: PaymentListForUserBefore :many
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 FROM payments
 WHERE user_id = $1
   AND public_id > $2::uuid
@@ -392,6 +398,7 @@ func (q *Queries) PaymentListForUserBefore(ctx context.Context, db DBTX, arg *Pa
 			&i.AmountCaptured,
 			&i.CaptureKeyID,
 			&i.CaptureAttempt,
+			&i.CaptureIntent,
 		); err != nil {
 			return nil, err
 		}
@@ -409,7 +416,7 @@ SET charge_attempt_spent_at = coalesce(charge_attempt_spent_at, now()),
     updated_at              = now()
 WHERE id = $1
   AND charge_attempt = $2
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 `
 
 type PaymentMarkAttemptSpentParams struct {
@@ -450,6 +457,7 @@ func (q *Queries) PaymentMarkAttemptSpent(ctx context.Context, db DBTX, arg *Pay
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }
@@ -462,7 +470,7 @@ SET charge_attempt          = charge_attempt + 1,
     updated_at              = now()
 WHERE id = $1
   AND charge_attempt = $2
-RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 `
 
 type PaymentNextAttemptParams struct {
@@ -502,6 +510,7 @@ func (q *Queries) PaymentNextAttempt(ctx context.Context, db DBTX, arg *PaymentN
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }
@@ -537,7 +546,7 @@ WITH payment AS (
         amount_captured          = $5,
         updated_at               = now()
     WHERE payments.id = $6
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.' || p.status, 'payment', p.id,
@@ -548,7 +557,7 @@ WITH payment AS (
                'idempotency_key_id', p.idempotency_key_id))
     FROM payment AS p
 )
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 FROM payment
 `
 
@@ -588,6 +597,7 @@ type PaymentRecordOutcomeRow struct {
 	AmountCaptured        int64
 	CaptureKeyID          *int64
 	CaptureAttempt        int32
+	CaptureIntent         *string
 }
 
 // PaymentRecordOutcome records the charge's outcome and audits it, in one
@@ -630,6 +640,7 @@ func (q *Queries) PaymentRecordOutcome(ctx context.Context, db DBTX, arg *Paymen
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }

@@ -22,7 +22,7 @@ func (q *Queries) ReceiptEnqueue(ctx context.Context, db DBTX, paymentID int64) 
 }
 
 const receiptOutboxClaim = `-- name: ReceiptOutboxClaim :many
-SELECT o.payment_id, o.attempts, p.user_id, p.amount, p.currency,
+SELECT o.payment_id, o.attempts, p.user_id, p.amount_captured AS amount, p.currency,
        EXISTS (SELECT 1 FROM receipts AS r WHERE r.payment_id = o.payment_id) AS recorded
 FROM receipt_outbox AS o
 JOIN payments AS p ON p.id = o.payment_id
@@ -42,7 +42,10 @@ type ReceiptOutboxClaimRow struct {
 }
 
 // ReceiptOutboxClaim locks up to max_rows receipts due now, oldest first,
-// skipping those another dispatcher holds, with what a delivery needs.
+// skipping those another dispatcher holds, with what a delivery needs. A
+// receipt states what was charged: amount_captured, which a partial
+// capture leaves below the amount authorized (for an automatic payment
+// the two are equal).
 func (q *Queries) ReceiptOutboxClaim(ctx context.Context, db DBTX, maxRows int32) ([]*ReceiptOutboxClaimRow, error) {
 	rows, err := db.Query(ctx, receiptOutboxClaim, maxRows)
 	if err != nil {
@@ -109,13 +112,14 @@ WITH done AS (
     RETURNING o.payment_id
 )
 INSERT INTO receipts (payment_id, user_id, amount, currency)
-SELECT p.id, p.user_id, p.amount, p.currency
+SELECT p.id, p.user_id, p.amount_captured, p.currency
 FROM done JOIN payments AS p ON p.id = done.payment_id
 ON CONFLICT (payment_id) DO NOTHING
 `
 
 // ReceiptsRecord records the receipts of the delivered payments and takes
-// them out of the outbox, in one statement.
+// them out of the outbox, in one statement, with the amount the delivery
+// stated (amount_captured).
 func (q *Queries) ReceiptsRecord(ctx context.Context, db DBTX, paymentIds []int64) error {
 	_, err := db.Exec(ctx, receiptsRecord, paymentIds)
 	return err

@@ -62,7 +62,7 @@ func (q *Queries) PaymentLockDeclinedForIntent(ctx context.Context, db DBTX, int
 }
 
 const paymentLockForEvent = `-- name: PaymentLockForEvent :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 FROM payments
 WHERE stripe_payment_intent_id = $1
    OR (stripe_payment_intent_id IS NULL AND intent_id = $2)
@@ -108,6 +108,7 @@ func (q *Queries) PaymentLockForEvent(ctx context.Context, db DBTX, arg *Payment
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }
@@ -118,7 +119,7 @@ WITH payment AS (
     SET disputed_at = coalesce(disputed_at, $1),
         updated_at  = now()
     WHERE stripe_payment_intent_id = $2
-    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+    RETURNING id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT p.user_id, 'payment.disputed', 'payment', p.id, jsonb_build_object('dispute', $3::text)

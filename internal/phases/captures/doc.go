@@ -21,5 +21,12 @@
 //	 local tx: lock the payment,   Stripe capture (or cancel), read back
 //	 decide, claim it for the key  when ambiguous; tx: record, receipt
 //
-// Lock order is the refunds': a key row, then the payment row.
+// Lock order is the webhook's: the payment row, then a key row (an event
+// finds the payment, then claims the key that claimed it). The run's
+// checkpoint for its next Stripe key and the operator's keys resolve take
+// the payment first too (phases.Run.Checkpoint, phases.Engine.SettleAfter),
+// and the record step writes the payment before its fence writes the key.
+// Only the decision locks a key row first: the one it inserts, which no
+// other transaction can see, let alone wait for, before it commits. A run
+// resuming a key locks nothing but its key row while it takes the lease.
 package captures

@@ -78,6 +78,11 @@ func (f *flow) decide(ctx context.Context, tx db.Tx, run *phases.Run, s *state) 
 		return phases.Transition{}, fmt.Errorf("error locking the payment to %s: %w", f.action, err)
 	}
 	switch {
+	case f.action == Capture && capturedBy(payment, f.intentOf(run).ID()):
+		// This key's own capture, recorded by another key's read-back or
+		// an event after a failover lost the commits that claimed and
+		// recorded it: answered as the key's own run would have.
+		return phases.FinishWith(okResponse(payment)), nil
 	case payment.Status == payments.StatusPending && payment.CaptureMethod == payments.CaptureManual:
 		// Its authorization is still being decided: a refusal stored now
 		// could contradict it for good. Nothing is stored (a fresh key's
@@ -108,7 +113,7 @@ func (f *flow) call(ctx context.Context, run *phases.Run, s *state) (*Outcome, e
 	}
 	return f.stripe.Do(ctx, &Request{
 		Action:          f.action,
-		Intent:          intent.Intent{Namespace: f.namespace, UserID: run.Key.UserID, Key: run.Key.IdempotencyKey},
+		Intent:          f.intentOf(run),
 		PaymentIntentID: *s.payment.StripePaymentIntentID,
 		AmountToCapture: p.AmountToCapture,
 		Attempt:         int(s.payment.CaptureAttempt),
@@ -129,27 +134,49 @@ func (f *flow) call(ctx context.Context, run *phases.Run, s *state) (*Outcome, e
 
 // record stores what became of the authorization and answers.
 func (f *flow) record(ctx context.Context, tx db.Tx, run *phases.Run, s *state, out *Outcome) (phases.Transition, error) {
-	resp, err := recordOutcome(ctx, tx, f.action, s.payment, out, f.receipt, string(f.action))
+	resp, err := recordOutcome(ctx, tx, f.action, f.intentOf(run).ID(), s.payment, out, f.receipt, string(f.action))
 	if errors.Is(err, db.ErrNotFound) {
 		// An event recorded the outcome, and finished the key, first.
 		return phases.Transition{}, phases.ErrLeaseLost
 	} else if err != nil {
 		return phases.Transition{}, err
 	}
+	if capturedOutside(out) {
+		alarmOutside(ctx, f.stripe.outside, string(f.action), s.payment, out)
+	}
 	return phases.FinishWith(resp), nil
 }
 
+// intentOf is the intent of the run's key.
+func (f *flow) intentOf(run *phases.Run) intent.Intent {
+	return intent.Intent{Namespace: f.namespace, UserID: run.Key.UserID, Key: run.Key.IdempotencyKey}
+}
+
+// capturedBy reports whether payment was captured by the capture key whose
+// intent ID is keyIntent.
+func capturedBy(payment *dbsqlc.Payment, keyIntent string) bool {
+	return payment.Status == payments.StatusSucceeded && payment.CaptureIntent != nil && *payment.CaptureIntent == keyIntent
+}
+
 // recordOutcome moves an authorized payment to what Stripe made of it, with
-// its receipt once captured, and returns what a key of action answers: 200
-// and the payment when it is what the key asked for, its stored 400
-// otherwise (a capture that found the authorization expired, say). by says
-// who learned it, for the audit. db.ErrNotFound means the payment was no
-// longer an authorization.
-func recordOutcome(ctx context.Context, tx db.Tx, action Action, payment *dbsqlc.Payment, out *Outcome,
+// its receipt once captured, and returns what a key of action whose intent
+// ID is keyIntent answers: 200 and the payment when it is what the key
+// asked for, its stored 400 otherwise (a capture that found the
+// authorization expired, say). A capture is what a capture key asked for
+// only when it was that key's own (out.CapturedBy): one made by another key,
+// or outside paymentsd, took effect all the same and is recorded as Stripe
+// says, but this key's request did nothing, so it is refused like any
+// capture of a payment no longer authorized. by says who learned it, for
+// the audit. db.ErrNotFound means the payment was no longer an
+// authorization.
+func recordOutcome(ctx context.Context, tx db.Tx, action Action, keyIntent string, payment *dbsqlc.Payment, out *Outcome,
 	receipt payments.EnqueueReceipt, by string) (*phases.Response, error) {
 	update := &dbsqlc.PaymentRecordCaptureParams{ID: payment.ID, Status: payments.StatusCanceled, By: by}
 	if out.Captured {
 		update.Status, update.AmountCaptured = payments.StatusSucceeded, out.AmountCaptured
+		if out.CapturedBy != "" {
+			update.CaptureIntent = &out.CapturedBy
+		}
 	}
 	row, err := dbsqlc.New().PaymentRecordCapture(ctx, tx, update)
 	if err != nil {
@@ -161,7 +188,8 @@ func recordOutcome(ctx context.Context, tx db.Tx, action Action, payment *dbsqlc
 			return nil, err
 		}
 	}
-	if (action == Capture && out.Captured) || (action == Cancel && out.Canceled) {
+	// A cancel is adopted whoever made it: see Stripe.send.
+	if (action == Capture && capturedBy(paid, keyIntent)) || (action == Cancel && out.Canceled) {
 		return okResponse(paid), nil
 	}
 	return refused(action, paid, false), nil

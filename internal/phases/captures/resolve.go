@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stripe/stripe-go/v79"
 
 	"github.com/paymentsd/paymentsd/internal/db"
 	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
+	"github.com/paymentsd/paymentsd/internal/intent"
 	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 )
@@ -25,18 +27,29 @@ type Resolver struct {
 	Engine  *phases.Engine
 	Stripe  *Stripe
 	Receipt payments.EnqueueReceipt
+	// Namespace is the deployment's (see EventSettler.Namespace).
+	Namespace uuid.UUID
 }
 
 // Charged settles key keyID as captured: piID must be the payment's
-// PaymentIntent, and Stripe must show it succeeded. A capture key then
-// answers 200 with the payment; a cancel key its stored 400.
+// PaymentIntent, and Stripe must show it succeeded. The payment is
+// recorded captured as Stripe says. A capture key then answers 200 with
+// the payment only when the capture's metadata names its intent (the
+// operator's word does not make another key's capture, or one made outside
+// paymentsd, this key's); otherwise, and for a cancel key, its stored 400.
+// A capture made outside paymentsd raises the alarm.
 func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phases.Response, error) {
 	pi, err := r.Stripe.retrieveForOperator(ctx, piID)
 	if err != nil {
 		return nil, err
 	}
-	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
-		action, payment, err := claimOf(ctx, tx, key)
+	var (
+		out     *Outcome
+		settled *dbsqlc.Payment
+	)
+	c := &claim{keyID: keyID}
+	resp, err := r.Engine.SettleAfter(ctx, keyID, c.lock, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+		action, payment, err := c.of(key)
 		if err != nil {
 			return nil, err
 		}
@@ -46,8 +59,15 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phas
 		case pi.Status != stripe.PaymentIntentStatusSucceeded:
 			return nil, fmt.Errorf("%w: PaymentIntent %s is %s, not succeeded (captured)", payments.ErrResolutionRefused, pi.ID, pi.Status)
 		}
-		return r.settle(ctx, tx, key, action, payment, &Outcome{Captured: true, AmountCaptured: pi.AmountReceived}, "captured")
+		out, _ = outcomeOf(pi) // succeeded: a capture
+		settled = payment
+		return r.settle(ctx, tx, key, action, payment, out, "captured")
 	})
+	// Once committed: a transaction retried or rolled back raises nothing.
+	if err == nil && capturedOutside(out) {
+		alarmOutside(ctx, r.Stripe.outside, FoundByOperator, settled, out)
+	}
+	return resp, err
 }
 
 // NotCharged settles key keyID as not captured, once no request of its
@@ -81,8 +101,9 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 	if pi.Status == stripe.PaymentIntentStatusSucceeded {
 		return nil, fmt.Errorf("%w: PaymentIntent %s was captured: resolve it as charged", payments.ErrResolutionRefused, pi.ID)
 	}
-	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
-		action, payment, err := claimOf(ctx, tx, key)
+	c := &claim{keyID: keyID}
+	return r.Engine.SettleAfter(ctx, keyID, c.lock, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+		action, payment, err := c.of(key)
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +133,8 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 // settle records out as the outcome of the key's claim, audited.
 func (r *Resolver) settle(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey, action Action, payment *dbsqlc.Payment,
 	out *Outcome, as string) (*phases.Response, error) {
-	resp, err := recordOutcome(ctx, tx, action, payment, out, r.Receipt, "operator")
+	in := intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey}
+	resp, err := recordOutcome(ctx, tx, action, in.ID(), payment, out, r.Receipt, "operator")
 	if errors.Is(err, db.ErrNotFound) {
 		return nil, fmt.Errorf("%w: payment %d is %s already", payments.ErrResolutionRefused, payment.ID, payment.Status)
 	} else if err != nil {
@@ -121,9 +143,40 @@ func (r *Resolver) settle(ctx context.Context, tx db.Tx, key *dbsqlc.Idempotency
 	return resp, audit(ctx, tx, key, payment.ID, as)
 }
 
-// claimOf is the action of a parked capture or cancel key and the payment
-// it claimed, locked.
-func claimOf(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (Action, *dbsqlc.Payment, error) {
+// claim is the payment a parked capture or cancel key claimed, locked
+// before the key: a webhook settling the payment locks it, then the
+// claiming key (ClaimForEvent), and the operator takes them in that order
+// too, so the two cannot deadlock (see phases.Engine.SettleAfter).
+type claim struct {
+	keyID   int64
+	payment *dbsqlc.Payment // nil: the key claims no payment
+}
+
+// lock locks the payment the key claims, if any, in tx.
+func (c *claim) lock(ctx context.Context, tx db.Tx) error {
+	q := dbsqlc.New()
+	p, err := q.PaymentGetByCaptureKeyID(ctx, tx, &c.keyID)
+	if errors.Is(err, db.ErrNotFound) {
+		c.payment = nil // of says so, once the key is known to be parked
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("error loading the payment of idempotency key %d: %w", c.keyID, err)
+	}
+	p, err = q.PaymentLockForCapture(ctx, tx, &dbsqlc.PaymentLockForCaptureParams{UserID: p.UserID, PublicID: p.PublicID})
+	if err != nil {
+		return fmt.Errorf("error locking the payment of idempotency key %d: %w", c.keyID, err)
+	}
+	// The locking read returns the row as it now stands: the claim may
+	// have been released since the plain read found it.
+	if p.CaptureKeyID == nil || *p.CaptureKeyID != c.keyID {
+		p = nil
+	}
+	c.payment = p
+	return nil
+}
+
+// of is the action of the parked key and the payment it claimed, locked.
+func (c *claim) of(key *dbsqlc.IdempotencyKey) (Action, *dbsqlc.Payment, error) {
 	action := Capture
 	switch key.Flow {
 	case CaptureFlowName:
@@ -132,14 +185,10 @@ func claimOf(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (Action,
 	default:
 		return "", nil, fmt.Errorf("%w: key %d is a %s, not a capture or cancel", payments.ErrResolutionRefused, key.ID, key.Flow)
 	}
-	p, err := dbsqlc.New().PaymentGetByCaptureKeyID(ctx, tx, &key.ID)
-	if err == nil {
-		p, err = dbsqlc.New().PaymentLockForCapture(ctx, tx, &dbsqlc.PaymentLockForCaptureParams{UserID: p.UserID, PublicID: p.PublicID})
+	if c.payment == nil {
+		return "", nil, fmt.Errorf("error loading the payment of idempotency key %d: %w", key.ID, db.ErrNotFound)
 	}
-	if err != nil {
-		return "", nil, fmt.Errorf("error loading the payment of idempotency key %d: %w", key.ID, err)
-	}
-	return action, p, nil
+	return action, c.payment, nil
 }
 
 // audit records the operator's settlement.

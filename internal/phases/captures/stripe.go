@@ -32,12 +32,16 @@ type Stripe struct {
 	// effect at Stripe and become visible (stripeonce.Rules'
 	// ExecutionBound and VisibilityMargin).
 	quiet time.Duration
+	// outside hears of the captures made outside paymentsd that a run or
+	// an operator finds.
+	outside ObserveOutside
 }
 
-// NewStripe shares the charger's Stripe client, timeout and rules.
-func NewStripe(c *payments.Charger) *Stripe {
+// NewStripe shares the charger's Stripe client, timeout and rules; outside
+// (may be nil) hears of captures made outside paymentsd.
+func NewStripe(c *payments.Charger, outside ObserveOutside) *Stripe {
 	rules := c.Rules().WithDefaults()
-	return &Stripe{api: c.Client(), timeout: c.Timeout(), quiet: rules.ExecutionBound + rules.VisibilityMargin}
+	return &Stripe{api: c.Client(), timeout: c.Timeout(), quiet: rules.ExecutionBound + rules.VisibilityMargin, outside: outside}
 }
 
 // Request is one capture or cancel of a PaymentIntent, and how far earlier
@@ -57,8 +61,12 @@ type Request struct {
 // Outcome is the PaymentIntent's state once it left requires_capture.
 type Outcome struct {
 	// Captured is set when it succeeded; AmountCaptured is what it took.
+	// CapturedBy is the intent ID the capture's metadata names: the one
+	// capture key whose capture took, "" for a capture made outside
+	// paymentsd. Only that key is answered the capture as its own.
 	Captured       bool
 	AmountCaptured int64
+	CapturedBy     string
 	// Canceled is set when it was canceled (by us, or by Stripe when the
 	// authorization expired: Reason automatic).
 	Canceled bool
@@ -82,7 +90,10 @@ func (s *Stripe) Do(ctx context.Context, req *Request) (*Outcome, error) {
 	// Any other answer, a refusal included: payment_intent_unexpected_state
 	// may be our own earlier capture that succeeded, a 500 may have captured
 	// or not, a lost answer says nothing. The PaymentIntent's own state is
-	// the truth.
+	// the truth, and its capture metadata says whose capture it was: this
+	// key's, another key's (whose commits a failover lost), or one made
+	// outside paymentsd. The outcome carries it; recordOutcome answers the
+	// key the capture only when it was its own.
 	truth, err := s.retrieve(ctx, req.PaymentIntentID)
 	if err != nil {
 		return nil, fmt.Errorf("%s of PaymentIntent %s: %v; reading it back: %w", req.Action, req.PaymentIntentID, sendErr, err)
@@ -112,7 +123,7 @@ func (s *Stripe) Do(ctx context.Context, req *Request) (*Outcome, error) {
 func outcomeOf(pi *stripe.PaymentIntent) (*Outcome, bool) {
 	switch pi.Status {
 	case stripe.PaymentIntentStatusSucceeded:
-		return &Outcome{Captured: true, AmountCaptured: pi.AmountReceived}, true
+		return &Outcome{Captured: true, AmountCaptured: pi.AmountReceived, CapturedBy: pi.Metadata[intent.MetadataCaptureIntent]}, true
 	case stripe.PaymentIntentStatusCanceled:
 		return &Outcome{Canceled: true, Reason: string(pi.CancellationReason)}, true
 	}
@@ -121,6 +132,18 @@ func outcomeOf(pi *stripe.PaymentIntent) (*Outcome, bool) {
 
 // send makes the one call under the attempt's key, derived from the
 // client's intent: a resumed run re-sends what the lost run sent.
+//
+// A capture names its intent in the PaymentIntent's metadata, so that
+// whoever reads the PaymentIntent back (this key after an ambiguous answer,
+// another key, an event, an operator) knows whose capture took. A cancel
+// cannot: Stripe's cancel takes no metadata (only cancellation_reason,
+// from a fixed list, and expand). A cancel read back is safe to adopt all
+// the same. Of our keys only the one that claimed the payment sends a
+// cancel (any other is refused at the claim), so a cancel found is this
+// key's but for a claim a failover lost or Stripe's own at the end of the
+// authorization window; and whoever canceled, a canceled authorization is
+// what every cancel asks for and leaves nothing captured, so adopting it
+// credits no key with money it did not take.
 func (s *Stripe) send(ctx context.Context, req *Request) (*stripe.PaymentIntent, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -132,6 +155,7 @@ func (s *Stripe) send(ctx context.Context, req *Request) (*stripe.PaymentIntent,
 		return s.api.PaymentIntents.Cancel(req.PaymentIntentID, params)
 	}
 	params := &stripe.PaymentIntentCaptureParams{AmountToCapture: req.AmountToCapture}
+	params.AddMetadata(intent.MetadataCaptureIntent, req.Intent.ID())
 	params.Context = ctx
 	params.SetIdempotencyKey(key)
 	return s.api.PaymentIntents.Capture(req.PaymentIntentID, params)

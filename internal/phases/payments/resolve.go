@@ -40,22 +40,14 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phas
 		return nil, err
 	}
 	q := dbsqlc.New()
-	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	return r.Engine.SettleAfter(ctx, keyID, lockPaymentOfKey(keyID), func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		payment, err := paymentOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
 		}
 		in := intent.Intent{Namespace: r.Namespace, UserID: key.UserID, Key: key.IdempotencyKey}
-		switch {
-		case pi.Status == stripe.PaymentIntentStatusRequiresCapture && payment.CaptureMethod == CaptureManual:
-			// A manual payment's charge is its authorization.
-		case pi.Status != stripe.PaymentIntentStatusSucceeded:
-			return nil, fmt.Errorf("%w: PaymentIntent %s is %s, not succeeded", ErrResolutionRefused, pi.ID, pi.Status)
-		case pi.Amount != payment.Amount || string(pi.Currency) != payment.Currency:
-			return nil, fmt.Errorf("%w: PaymentIntent %s is for %d %s, the payment for %d %s",
-				ErrResolutionRefused, pi.ID, pi.Amount, pi.Currency, payment.Amount, payment.Currency)
-		case pi.Metadata[intent.MetadataIntent] != "" && !in.Owns(pi.Metadata):
-			return nil, fmt.Errorf("%w: PaymentIntent %s belongs to another intent", ErrResolutionRefused, pi.ID)
+		if err := chargeOf(pi, payment, in); err != nil {
+			return nil, err
 		}
 		charge := outcomeOf(pi)
 		status := StatusSucceeded
@@ -81,6 +73,32 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, piID string) (*phas
 		}
 		return createdResponse((*dbsqlc.Payment)(row)), nil
 	})
+}
+
+// chargeOf refuses a PaymentIntent that cannot be the payment's charge.
+// Each check is a guard of its own, run for every payment whatever the
+// PaymentIntent's status: only which statuses count as charged depends on
+// the capture method (a manual payment's charge is its authorization).
+// The amount, currency and intent checks must never be skipped, or a
+// capture would later take another customer's authorization.
+func chargeOf(pi *stripe.PaymentIntent, payment *dbsqlc.Payment, in intent.Intent) error {
+	charged := pi.Status == stripe.PaymentIntentStatusSucceeded ||
+		(pi.Status == stripe.PaymentIntentStatusRequiresCapture && payment.CaptureMethod == CaptureManual)
+	if !charged {
+		want := "succeeded"
+		if payment.CaptureMethod == CaptureManual {
+			want = "succeeded or requires_capture"
+		}
+		return fmt.Errorf("%w: PaymentIntent %s is %s, not %s", ErrResolutionRefused, pi.ID, pi.Status, want)
+	}
+	if pi.Amount != payment.Amount || string(pi.Currency) != payment.Currency {
+		return fmt.Errorf("%w: PaymentIntent %s is for %d %s, the payment for %d %s",
+			ErrResolutionRefused, pi.ID, pi.Amount, pi.Currency, payment.Amount, payment.Currency)
+	}
+	if pi.Metadata[intent.MetadataIntent] != "" && !in.Owns(pi.Metadata) {
+		return fmt.Errorf("%w: PaymentIntent %s belongs to another intent", ErrResolutionRefused, pi.ID)
+	}
+	return nil
 }
 
 // NotCharged settles key keyID as not charged, once Stripe confirms that
@@ -143,7 +161,7 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 				ErrResolutionRefused, pi.ID, pi.Status)
 		}
 	}
-	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	return r.Engine.SettleAfter(ctx, keyID, lockPaymentOfKey(keyID), func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		payment, err := paymentOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -160,6 +178,28 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 		}
 		return rejectedResponse((*dbsqlc.Payment)(row), charge), nil
 	})
+}
+
+// lockPaymentOfKey locks the payment key keyID made, if any, before the
+// key is locked: a webhook settling the payment locks it, then its key
+// (ClaimForEvent), and the operator takes them in that order too, so the
+// two cannot deadlock (see phases.Engine.SettleAfter). paymentOfKey then
+// reads it, locked.
+func lockPaymentOfKey(keyID int64) func(ctx context.Context, tx db.Tx) error {
+	return func(ctx context.Context, tx db.Tx) error {
+		q := dbsqlc.New()
+		p, err := q.PaymentGetByIdempotencyKeyID(ctx, tx, &keyID)
+		if errors.Is(err, db.ErrNotFound) {
+			return nil // paymentOfKey says so, once the key is known to be parked
+		} else if err != nil {
+			return fmt.Errorf("error loading payment of idempotency key %d: %w", keyID, err)
+		}
+		// The payment's row lock, as every capture and cancel takes it.
+		if _, err := q.PaymentLockForCapture(ctx, tx, &dbsqlc.PaymentLockForCaptureParams{UserID: p.UserID, PublicID: p.PublicID}); err != nil {
+			return fmt.Errorf("error locking payment of idempotency key %d: %w", keyID, err)
+		}
+		return nil
+	}
 }
 
 // paymentOfKey is the payment a parked key made; only payment keys are
