@@ -13,7 +13,7 @@ import (
 )
 
 const paymentLockDeclinedForIntent = `-- name: PaymentLockDeclinedForIntent :one
-SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt
+SELECT id, user_id, idempotency_key_id, amount, currency, payment_method, description, status, stripe_payment_intent_id, failure_code, failure_message, created_at, updated_at, charge_attempt, charge_attempt_spent_at, amount_refunded, amount_reserved, charge_attempt_at, intent_id, disputed_at, public_id, legacy_id, capture_method, amount_captured, capture_key_id, capture_attempt, capture_intent
 FROM payments
 WHERE intent_id = $1
   AND status = 'failed'
@@ -57,6 +57,7 @@ func (q *Queries) PaymentLockDeclinedForIntent(ctx context.Context, db DBTX, int
 		&i.AmountCaptured,
 		&i.CaptureKeyID,
 		&i.CaptureAttempt,
+		&i.CaptureIntent,
 	)
 	return &i, err
 }
