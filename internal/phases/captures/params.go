@@ -3,11 +3,9 @@ package captures
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/paymentsd/paymentsd/internal/db"
-	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/jsonbody"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/problem"
@@ -62,22 +60,11 @@ func decode(body []byte, paymentID string, known ...string) ([]byte, []problem.F
 // Admit refuses, before its key is reserved, a capture or cancel of a
 // payment that is not the caller's or does not exist: 404, not stored.
 func Admit(pool *db.Pool) func(ctx context.Context, userID int64, params []byte) (*problem.Problem, error) {
-	q := dbsqlc.New()
 	return func(ctx context.Context, userID int64, params []byte) (*problem.Problem, error) {
 		var p Params
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, fmt.Errorf("error decoding capture params: %w", err)
 		}
-		publicID, err := p.PaymentID.Resolve(ctx, pool, userID)
-		if err == nil {
-			_, err = q.PaymentGetByPublicIDForUser(ctx, pool, &dbsqlc.PaymentGetByPublicIDForUserParams{UserID: userID, PublicID: publicID})
-		}
-		switch {
-		case errors.Is(err, db.ErrNotFound):
-			return problem.New(problem.NotFound, "No such payment."), nil
-		case err != nil:
-			return nil, err
-		}
-		return nil, nil
+		return payments.AdmitRef(ctx, pool, userID, p.PaymentID)
 	}
 }

@@ -3,12 +3,10 @@ package refunds
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/paymentsd/paymentsd/internal/db"
-	"github.com/paymentsd/paymentsd/internal/db/dbsqlc"
 	"github.com/paymentsd/paymentsd/internal/jsonbody"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/problem"
@@ -66,22 +64,11 @@ func DecodeParams(body []byte, paymentID string) (*Params, []problem.FieldError)
 // AdmitRefund refuses, before its key is reserved, a refund of a payment that
 // is not the caller's or does not exist: 404, not stored.
 func AdmitRefund(pool *db.Pool) func(ctx context.Context, userID int64, params []byte) (*problem.Problem, error) {
-	q := dbsqlc.New()
 	return func(ctx context.Context, userID int64, params []byte) (*problem.Problem, error) {
 		var p Params
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, fmt.Errorf("error decoding refund params: %w", err)
 		}
-		publicID, err := p.PaymentID.Resolve(ctx, pool, userID)
-		if err == nil {
-			_, err = q.PaymentGetByPublicIDForUser(ctx, pool, &dbsqlc.PaymentGetByPublicIDForUserParams{UserID: userID, PublicID: publicID})
-		}
-		switch {
-		case errors.Is(err, db.ErrNotFound):
-			return problem.New(problem.NotFound, "No such payment."), nil
-		case err != nil:
-			return nil, err
-		}
-		return nil, nil
+		return payments.AdmitRef(ctx, pool, userID, p.PaymentID)
 	}
 }
