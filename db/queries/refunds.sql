@@ -36,6 +36,14 @@ SELECT *
 FROM refunds
 WHERE idempotency_key_id = @idempotency_key_id;
 
+-- RefundLockByIdempotencyKeyID locks the refund a key made, as a webhook
+-- about it locks it: before the key.
+-- name: RefundLockByIdempotencyKeyID :one
+SELECT *
+FROM refunds
+WHERE idempotency_key_id = @idempotency_key_id
+FOR UPDATE;
+
 -- RefundGetByPublicIDForUser scopes the lookup to the owner.
 -- name: RefundGetByPublicIDForUser :one
 SELECT *

@@ -379,6 +379,43 @@ func (q *Queries) RefundListForPaymentBefore(ctx context.Context, db DBTX, arg *
 	return items, nil
 }
 
+const refundLockByIdempotencyKeyID = `-- name: RefundLockByIdempotencyKeyID :one
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+FROM refunds
+WHERE idempotency_key_id = $1
+FOR UPDATE
+`
+
+// RefundLockByIdempotencyKeyID locks the refund a key made, as a webhook
+// about it locks it: before the key.
+func (q *Queries) RefundLockByIdempotencyKeyID(ctx context.Context, db DBTX, idempotencyKeyID *int64) (*Refund, error) {
+	row := db.QueryRow(ctx, refundLockByIdempotencyKeyID, idempotencyKeyID)
+	var i Refund
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.PaymentID,
+		&i.IdempotencyKeyID,
+		&i.Amount,
+		&i.Currency,
+		&i.Reason,
+		&i.Status,
+		&i.StripeRefundID,
+		&i.FailureReason,
+		&i.RefundAttempt,
+		&i.RefundAttemptSpentAt,
+		&i.RefundAttemptAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.IntentID,
+		&i.StatusAt,
+		&i.PublicID,
+		&i.LegacyID,
+		&i.PaymentPublicID,
+	)
+	return &i, err
+}
+
 const refundMarkAttemptSpent = `-- name: RefundMarkAttemptSpent :one
 UPDATE refunds
 SET refund_attempt_spent_at = coalesce(refund_attempt_spent_at, now()),

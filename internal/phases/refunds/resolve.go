@@ -36,7 +36,7 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*
 	if err != nil {
 		return nil, err
 	}
-	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	return r.Engine.SettleAfter(ctx, keyID, lockRefundOfKey(keyID), func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		st, err := refundOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -92,7 +92,7 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 			return nil, fmt.Errorf("%w: Refund %s of this intent is %s: resolve it as charged", payments.ErrResolutionRefused, sr.ID, sr.Status)
 		}
 	}
-	return r.Engine.Settle(ctx, keyID, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	return r.Engine.SettleAfter(ctx, keyID, lockRefundOfKey(keyID), func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		st, err := refundOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -116,6 +116,23 @@ func settle(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey, refund *d
 		return nil, fmt.Errorf("error auditing resolution: %w", err)
 	}
 	return resp, nil
+}
+
+// lockRefundOfKey locks the refund key keyID made, if any, before the key
+// is locked: a webhook settling the refund locks it, then its key
+// (ClaimForEvent), and the operator takes them in that order too, so the
+// two cannot deadlock (see phases.Engine.SettleAfter). refundOfKey then
+// reads it, locked.
+func lockRefundOfKey(keyID int64) func(ctx context.Context, tx db.Tx) error {
+	return func(ctx context.Context, tx db.Tx) error {
+		_, err := dbsqlc.New().RefundLockByIdempotencyKeyID(ctx, tx, &keyID)
+		if errors.Is(err, db.ErrNotFound) {
+			return nil // refundOfKey says so, once the key is known to be parked
+		} else if err != nil {
+			return fmt.Errorf("error locking refund of idempotency key %d: %w", keyID, err)
+		}
+		return nil
+	}
 }
 
 // refundOfKey is the refund a parked key made, with its PaymentIntent.
