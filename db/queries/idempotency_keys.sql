@@ -1,17 +1,19 @@
 -- IdempotencyKeyGetByUserKey reads what answering for an existing key
 -- needs, and no more: every request starts with it, and a replay ends with
 -- it. Whether the key is leased or parked, not by whom or why, and no NULL
--- columns but the stored headers': pgx scans these without building a
--- plan by reflection for each (a parked key's reason is read when needed).
--- same_digest says whether the request carries the digest of the one that
--- made the key (false for a key stored without one).
+-- columns: pgx scans these without building a plan by reflection for each
+-- (a parked key's reason is read when needed). same_digest says whether
+-- the request carries the digest of the one that made the key (false for a
+-- key stored without one). The stored headers come as text (empty until
+-- the key finishes), which pgx hands over as it is: into json.RawMessage it
+-- would decode them to check them, and the replay decodes them anyway.
 -- name: IdempotencyKeyGetByUserKey :one
 SELECT id, request_fingerprint, recovery_point,
        coalesce(request_digest = sqlc.narg(request_digest), false)::boolean AS same_digest,
        (lock_token IS NOT NULL)::boolean AS leased,
        (needs_attention_at IS NOT NULL)::boolean AS parked,
        coalesce(response_code, 0)::integer AS response_code,
-       response_headers, response_body
+       coalesce(response_headers::text, '')::text AS response_headers, response_body
 FROM idempotency_keys
 WHERE user_id = @user_id
   AND idempotency_key = @idempotency_key;

@@ -18,7 +18,7 @@ func stateOf(key *dbsqlc.IdempotencyKey) *keyState {
 	st := &keyState{
 		ID: key.ID, RequestFingerprint: key.RequestFingerprint, RecoveryPoint: key.RecoveryPoint,
 		Leased: key.LockToken.Valid, Parked: key.NeedsAttentionAt != nil,
-		ResponseHeaders: key.ResponseHeaders, ResponseBody: key.ResponseBody,
+		ResponseHeaders: string(key.ResponseHeaders), ResponseBody: key.ResponseBody,
 	}
 	if key.ResponseCode != nil {
 		st.ResponseCode = *key.ResponseCode
@@ -30,7 +30,7 @@ func stateOf(key *dbsqlc.IdempotencyKey) *keyState {
 func replay(key *keyState) (*Result, error) {
 	resp := &Response{Status: int(key.ResponseCode), Body: key.ResponseBody}
 	if len(key.ResponseHeaders) > 0 {
-		if err := json.Unmarshal(key.ResponseHeaders, &resp.Headers); err != nil {
+		if err := json.Unmarshal([]byte(key.ResponseHeaders), &resp.Headers); err != nil {
 			return nil, fmt.Errorf("error decoding stored response headers: %w", err)
 		}
 	}

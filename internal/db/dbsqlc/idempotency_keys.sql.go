@@ -172,7 +172,7 @@ SELECT id, request_fingerprint, recovery_point,
        (lock_token IS NOT NULL)::boolean AS leased,
        (needs_attention_at IS NOT NULL)::boolean AS parked,
        coalesce(response_code, 0)::integer AS response_code,
-       response_headers, response_body
+       coalesce(response_headers::text, '')::text AS response_headers, response_body
 FROM idempotency_keys
 WHERE user_id = $2
   AND idempotency_key = $3
@@ -192,17 +192,19 @@ type IdempotencyKeyGetByUserKeyRow struct {
 	Leased             bool
 	Parked             bool
 	ResponseCode       int32
-	ResponseHeaders    json.RawMessage
+	ResponseHeaders    string
 	ResponseBody       []byte
 }
 
 // IdempotencyKeyGetByUserKey reads what answering for an existing key
 // needs, and no more: every request starts with it, and a replay ends with
 // it. Whether the key is leased or parked, not by whom or why, and no NULL
-// columns but the stored headers': pgx scans these without building a
-// plan by reflection for each (a parked key's reason is read when needed).
-// same_digest says whether the request carries the digest of the one that
-// made the key (false for a key stored without one).
+// columns: pgx scans these without building a plan by reflection for each
+// (a parked key's reason is read when needed). same_digest says whether
+// the request carries the digest of the one that made the key (false for a
+// key stored without one). The stored headers come as text (empty until
+// the key finishes), which pgx hands over as it is: into json.RawMessage it
+// would decode them to check them, and the replay decodes them anyway.
 func (q *Queries) IdempotencyKeyGetByUserKey(ctx context.Context, db DBTX, arg *IdempotencyKeyGetByUserKeyParams) (*IdempotencyKeyGetByUserKeyRow, error) {
 	row := db.QueryRow(ctx, idempotencyKeyGetByUserKey, arg.RequestDigest, arg.UserID, arg.IdempotencyKey)
 	var i IdempotencyKeyGetByUserKeyRow
