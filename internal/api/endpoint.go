@@ -182,7 +182,7 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
 		conn = u.Unwrap()
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(conn, r.Body, MaxBodyBytes))
+	body, err := readBody(http.MaxBytesReader(conn, r.Body, MaxBodyBytes), r.ContentLength)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -193,6 +193,19 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		return nil, false
 	}
 	return body, true
+}
+
+// readBody reads a body to its end: into a buffer of its length when the
+// request declares one within MaxBodyBytes (net/http then ends the body
+// there), otherwise as io.ReadAll does, growing the buffer as it reads
+// (r's limit refuses a body that is too large).
+func readBody(r io.Reader, length int64) ([]byte, error) {
+	if length < 0 || length > MaxBodyBytes {
+		return io.ReadAll(r)
+	}
+	body := make([]byte, length)
+	_, err := io.ReadFull(r, body)
+	return body, err
 }
 
 // isJSON accepts application/json, in UTF-8 if a charset is named.
