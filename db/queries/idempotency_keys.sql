@@ -47,7 +47,7 @@ WHERE (
         SELECT 1
         FROM idempotency_keys
         WHERE user_id = @user_id
-          AND recovery_point <> 'finished'
+          AND finished_at IS NULL
         LIMIT sqlc.arg(max_unfinished)::int
     ) AS unfinished
 ) < sqlc.arg(max_unfinished)::int
@@ -103,11 +103,13 @@ RETURNING *;
 -- IdempotencyKeyListResumable lists unfinished keys that no live run holds
 -- and whose backoff has passed, least recently run first: the completer's
 -- batch. The lease is taken per key afterwards, atomically, so listing the
--- same key twice from two processes is harmless.
+-- same key twice from two processes is harmless. Unfinished is "finished_at
+-- IS NULL" (migration 00026), the predicate of the completer's index
+-- (00027), which it reads whole: its order is a sort.
 -- name: IdempotencyKeyListResumable :many
 SELECT k.id
 FROM idempotency_keys AS k
-WHERE k.recovery_point <> 'finished'
+WHERE k.finished_at IS NULL
   AND k.needs_attention_at IS NULL
   AND k.last_run_at < coalesce(sqlc.narg(now)::timestamptz, now()) - interval '1 second' * (
         sqlc.arg(min_idle_seconds)::float8
@@ -172,7 +174,7 @@ SELECT count(*)                                                   AS unfinished,
        count(*) FILTER (WHERE created_at < now() - make_interval(secs => sqlc.arg(reconcile_after_seconds)::float8)) AS awaiting_reconciliation,
        count(*) FILTER (WHERE needs_attention_at IS NOT NULL)    AS needs_attention
 FROM idempotency_keys
-WHERE recovery_point <> 'finished';
+WHERE finished_at IS NULL;
 
 -- IdempotencyKeyAdvance moves a leased key to its next recovery point and
 -- renews the lease. Zero rows means the lease was lost.

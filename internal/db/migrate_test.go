@@ -27,7 +27,8 @@ func TestAnInterruptedIndexBuildIsBuiltAgain(t *testing.T) {
 		`UPDATE pg_index SET indisvalid = false
 		 WHERE indexrelid = 'idempotency_keys_user_id_lock_token_unfinished_idx'::regclass`)
 
-	_, err := provider.Up(ctx)
+	// Up to 00016 only: 00027 replaces the indexes it builds.
+	_, err := provider.UpTo(ctx, 16)
 	require.NoError(t, err)
 	var invalid int
 	require.NoError(t, pool.QueryRow(ctx,
@@ -41,6 +42,45 @@ func TestAnInterruptedIndexBuildIsBuiltAgain(t *testing.T) {
 	require.Contains(t, names, "idempotency_keys_resumable_idx")
 	require.NotContains(t, names, "idempotency_keys_user_id_unfinished_idx")
 	require.NotContains(t, names, "idempotency_keys_unfinished_idx")
+}
+
+// TestAnInterruptedHOTIndexBuildIsBuiltAgain: migration 00027 builds the
+// indexes of unfinished and finished keys anew, concurrently, and only then
+// drops the ones they replace. Run again after a build of the cap's index
+// was interrupted, it must build that index anew, finish, and leave the
+// constraint of 00026 validated.
+func TestAnInterruptedHOTIndexBuildIsBuiltAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, provider := interrupted(t, 27,
+		`CREATE INDEX idempotency_keys_cap_idx ON idempotency_keys (user_id, lock_token) WHERE finished_at IS NULL`,
+		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'idempotency_keys_cap_idx'::regclass`)
+
+	_, err := provider.Up(ctx)
+	require.NoError(t, err)
+	var invalid int
+	require.NoError(t, pool.QueryRow(ctx,
+		`SELECT count(*) FROM pg_index WHERE indrelid = 'idempotency_keys'::regclass AND NOT indisvalid`).Scan(&invalid))
+	require.Zero(t, invalid, "no invalid index is left on idempotency_keys")
+	rows, err := pool.Query(ctx, `SELECT indexrelid::regclass::text FROM pg_index
+		WHERE indrelid IN ('idempotency_keys'::regclass, 'audit_records'::regclass)`)
+	require.NoError(t, err)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	for _, built := range []string{"idempotency_keys_cap_idx", "idempotency_keys_completer_idx", "idempotency_keys_reaper_idx"} {
+		require.Contains(t, names, built)
+	}
+	for _, gone := range []string{"idempotency_keys_user_id_lock_token_unfinished_idx", "idempotency_keys_resumable_idx",
+		"idempotency_keys_finished_at_idx", "audit_records_resource_idx", "audit_records_user_id_created_at_idx"} {
+		require.NotContains(t, names, gone)
+	}
+	var validated bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT convalidated FROM pg_constraint
+		WHERE conrelid = 'idempotency_keys'::regclass AND conname = 'idempotency_keys_unfinished_check'`).Scan(&validated))
+	require.True(t, validated)
+	var options []string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'idempotency_keys'::regclass`).Scan(&options))
+	require.Equal(t, []string{"fillfactor=85"}, options)
 }
 
 // TestAnInterruptedIntentIndexMigrationKeepsWhatItBuilt: migration 00017

@@ -14,7 +14,8 @@ import (
 // of many finished keys and a few unfinished ones over several users, as
 // the prepared statement's generic plan: it must look the user up in the
 // per-user index, never walk every user's unfinished keys in the
-// completer's index (migration 00016, where it did until then).
+// completer's index (migration 00016, where it did until then; 00027 moved
+// both indexes' predicates to finished_at).
 func TestCapReadsOnlyTheUsersUnfinishedKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -45,11 +46,11 @@ func TestCapReadsOnlyTheUsersUnfinishedKeys(t *testing.T) {
 	testutil.GenericPlans(t, conn, `PREPARE cap (bigint, int) AS
 		 SELECT count(*) FROM (
 		     SELECT 1 FROM idempotency_keys
-		     WHERE user_id = $1 AND recovery_point <> 'finished'
+		     WHERE user_id = $1 AND finished_at IS NULL
 		     LIMIT $2
 		 ) AS unfinished`)
 	plan := testutil.Explain(t, conn, `EXECUTE cap(1, 1000)`)
-	require.Contains(t, plan, "idempotency_keys_user_id_lock_token_unfinished_idx", plan)
+	require.Contains(t, plan, "idempotency_keys_cap_idx", plan)
 	require.Contains(t, plan, "Index Cond: (user_id = $1)", plan)
-	require.NotContains(t, plan, "idempotency_keys_resumable_idx", plan)
+	require.NotContains(t, plan, "idempotency_keys_completer_idx", plan)
 }

@@ -235,7 +235,7 @@ WHERE (
         SELECT 1
         FROM idempotency_keys
         WHERE user_id = $1
-          AND recovery_point <> 'finished'
+          AND finished_at IS NULL
         LIMIT $11::int
     ) AS unfinished
 ) < $11::int
@@ -387,7 +387,7 @@ func (q *Queries) IdempotencyKeyLease(ctx context.Context, db DBTX, arg *Idempot
 const idempotencyKeyListResumable = `-- name: IdempotencyKeyListResumable :many
 SELECT k.id
 FROM idempotency_keys AS k
-WHERE k.recovery_point <> 'finished'
+WHERE k.finished_at IS NULL
   AND k.needs_attention_at IS NULL
   AND k.last_run_at < coalesce($1::timestamptz, now()) - interval '1 second' * (
         $2::float8
@@ -412,7 +412,9 @@ type IdempotencyKeyListResumableParams struct {
 // IdempotencyKeyListResumable lists unfinished keys that no live run holds
 // and whose backoff has passed, least recently run first: the completer's
 // batch. The lease is taken per key afterwards, atomically, so listing the
-// same key twice from two processes is harmless.
+// same key twice from two processes is harmless. Unfinished is "finished_at
+// IS NULL" (migration 00026), the predicate of the completer's index
+// (00027), which it reads whole: its order is a sort.
 func (q *Queries) IdempotencyKeyListResumable(ctx context.Context, db DBTX, arg *IdempotencyKeyListResumableParams) ([]int64, error) {
 	rows, err := db.Query(ctx, idempotencyKeyListResumable,
 		arg.Now,
@@ -536,7 +538,7 @@ SELECT count(*)                                                   AS unfinished,
        count(*) FILTER (WHERE created_at < now() - make_interval(secs => $1::float8)) AS awaiting_reconciliation,
        count(*) FILTER (WHERE needs_attention_at IS NOT NULL)    AS needs_attention
 FROM idempotency_keys
-WHERE recovery_point <> 'finished'
+WHERE finished_at IS NULL
 `
 
 type IdempotencyKeyUnfinishedStatsRow struct {

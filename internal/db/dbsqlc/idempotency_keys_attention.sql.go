@@ -109,7 +109,7 @@ SELECT id, user_id, idempotency_key, request_method, request_path, recovery_poin
        created_at, last_run_at, runs, needs_attention_at, last_error,
        (lock_token IS NOT NULL)::boolean AS leased
 FROM idempotency_keys
-WHERE recovery_point <> 'finished'
+WHERE finished_at IS NULL
   AND (NOT $1::boolean OR needs_attention_at IS NOT NULL)
   AND ($2::bigint IS NULL OR user_id = $2)
 ORDER BY created_at, id
