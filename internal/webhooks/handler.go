@@ -193,9 +193,18 @@ func (h *Handler) apply(ctx context.Context, tx db.Tx, event *stripe.Event) (str
 		if why := h.foreign(sr.Metadata); why != "" {
 			return why, nil
 		}
+		intentID := sr.Metadata[intent.MetadataIntent]
 		refund, err := dbsqlc.New().RefundLockForEvent(ctx, tx, &dbsqlc.RefundLockForEventParams{
-			StripeRefundID: &sr.ID, IntentID: nonEmpty(sr.Metadata[intent.MetadataIntent]),
+			StripeRefundID: &sr.ID, IntentID: nonEmpty(intentID),
 		})
+		if errors.Is(err, db.ErrNotFound) && intentID != "" && sr.PaymentIntent != nil {
+			// Made by this deployment for an intent whose refund records
+			// another Refund: Settle weighs a second refund of one intent
+			// before anything else.
+			refund, err = dbsqlc.New().RefundLockOfIntentForPaymentIntent(ctx, tx, &dbsqlc.RefundLockOfIntentForPaymentIntentParams{
+				StripePaymentIntentID: &sr.PaymentIntent.ID, IntentID: &intentID,
+			})
+		}
 		if errors.Is(err, db.ErrNotFound) {
 			return "no refund here was made for Refund " + sr.ID, nil
 		} else if err != nil {
