@@ -105,3 +105,95 @@ func TestWebhookSecondRefundOfARefundIntentIsAnAlarm(t *testing.T) {
 	require.Equal(t, []string{"applied", "alarm", "alarm", "ignored"}, eventOutcomes(t, svc))
 	require.EqualValues(t, 600, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
 }
+
+// TestWebhookSecondAuthorizationOfAPaymentIntentIsAnAlarm: a manual
+// payment's second PaymentIntent of its intent reaches requires_capture
+// (payment_intent.amount_capturable_updated): the customer's funds are
+// held by an authorization no payment records. Only a second PaymentIntent
+// that succeeded raised the alarm; this one was answered "no payment here
+// was made for PaymentIntent pi_…" (or, for a payment recorded as not
+// charged, "took no money") and ignored.
+func TestWebhookSecondAuthorizationOfAPaymentIntentIsAnAlarm(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		apiKey string
+		em     *testutil.Emulator
+		userID int64
+	}
+
+	setup := func(t *testing.T) (*testutil.Service, *testBundle) {
+		t.Helper()
+		em := testutil.StartEmulator(t, stripefake.Options{})
+		svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+		userID, apiKey := svc.NewUser(t)
+		return svc, &testBundle{apiKey: apiKey, em: em, userID: userID}
+	}
+
+	// authorizedAgain delivers the amount_capturable_updated of a second
+	// authorization of key's intent, and requires an alarm.
+	authorizedAgain := func(t *testing.T, svc *testutil.Service, bundle *testBundle, key string) *stripe.PaymentIntent {
+		t.Helper()
+		pi := plantAuthorization(t, bundle.em, 2000, intentOf(t, svc, bundle.userID, key).Metadata())
+		_, payload := event("payment_intent.amount_capturable_updated", stripeObject(t, svc, "/v1/payment_intents/"+pi.ID), time.Now())
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		require.Contains(t, string(resp.Body), `"alarm":true`,
+			"PaymentIntent %s of this intent holds the customer's funds; recorded as %q", pi.ID, lastEventReason(t, svc))
+		requireMetric(t, svc, `paymentsd_webhook_events_total{outcome="alarm",type="payment_intent.amount_capturable_updated"} 1`)
+		return pi
+	}
+
+	// The payment is authorized by its own PaymentIntent; a second one of
+	// its intent holds the funds again.
+	t.Run("OfAnAuthorizedPayment", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := authorized(t, svc, bundle.apiKey, "auth")
+		second := authorizedAgain(t, svc, bundle, "auth")
+		require.NotEqual(t, *p.StripePaymentIntentID, second.ID)
+
+		got := getPaymentOf(t, svc, bundle.apiKey, p.ID)
+		require.Equal(t, "requires_capture", got["status"], "the event changed nothing")
+		require.Equal(t, *p.StripePaymentIntentID, got["stripe_payment_intent_id"])
+	})
+
+	// The payment was declined with a PaymentIntent of its own; another of
+	// its intent is authorized. The customer told "declined" has funds
+	// held: the key goes back to the operator, who settles it as
+	// authorized by that PaymentIntent.
+	t.Run("OfADeclinedPayment", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		declined := `{"amount": 2000, "currency": "usd", "payment_method": "pm_card_chargeDeclined", "capture_method": "manual"}`
+		first := svc.PostPayment(t, bundle.apiKey, "declined", declined)
+		require.Equal(t, http.StatusPaymentRequired, first.Status, "body: %s", first.Body)
+
+		pi := authorizedAgain(t, svc, bundle, "declined")
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "declined", declined), http.StatusServiceUnavailable, "needs-attention")
+
+		settled, err := svc.App.Resolver.Charged(context.Background(), keyID(t, svc, "declined"), pi.ID)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+		replay := decode[payment](t, svc.PostPayment(t, bundle.apiKey, "declined", declined))
+		require.Equal(t, "requires_capture", replay.Status)
+		require.Equal(t, pi.ID, *replay.StripePaymentIntentID)
+	})
+
+	// An operator recorded the payment as not charged (it has no
+	// PaymentIntent); an authorization of its intent then appears.
+	t.Run("OfAPaymentRecordedNotCharged", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		bundle.em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "late", manualVisa), http.StatusServiceUnavailable, "needs-attention")
+		_, err := svc.App.Resolver.NotCharged(context.Background(), keyID(t, svc, "late"))
+		require.NoError(t, err)
+		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "late", manualVisa), http.StatusBadRequest, "payment-rejected")
+
+		authorizedAgain(t, svc, bundle, "late")
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "late", manualVisa), http.StatusServiceUnavailable, "needs-attention")
+	})
+}
