@@ -2,6 +2,7 @@ package payments
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/stripe/stripe-go/v79"
@@ -132,10 +133,14 @@ func (s *EventSettler) contradicts(ctx context.Context, tx db.Tx, payment *dbsql
 		ResourceType: "payment", ResourceID: payment.ID, Method: Method, Path: Path,
 		Flow: FlowName, CreatedAt: payment.CreatedAt,
 	}, PaymentCreated, why+"; its key was reaped and is back for an operator: resolve it as charged")
-	if err != nil {
+	var inUse *phases.KeyInUseError
+	switch {
+	case errors.As(err, &inUse):
+		return "", phases.Alarm("%s; its key was reaped, and key %d holds its idempotency key now: not brought back, "+
+			"its tombstone kept (docs/operations.md)", why, inUse.KeyID)
+	case err != nil:
 		return "", err
-	}
-	if !restored {
+	case !restored:
 		return "", phases.Alarm("%s; its key was reaped and its tombstone is gone too: no key to resolve (docs/operations.md)", why)
 	}
 	if _, err := dbsqlc.New().PaymentLinkRestoredKey(ctx, tx, &dbsqlc.PaymentLinkRestoredKeyParams{ID: payment.ID, IdempotencyKeyID: &keyID}); err != nil {

@@ -2,6 +2,7 @@ package refunds
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -107,10 +108,14 @@ func (s *EventSettler) reopen(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 	keyID, restored, err := s.Engine.Restore(ctx, tx, phases.Reaped{
 		ResourceType: "refund", ResourceID: refund.ID, Method: http.MethodPost, Flow: FlowName, CreatedAt: refund.CreatedAt,
 	}, RefundCreated, why+"; its key was reaped and is back for an operator"+resolve)
-	if err != nil {
+	var inUse *phases.KeyInUseError
+	switch {
+	case errors.As(err, &inUse):
+		return phases.Alarm("%s; its key was reaped, and key %d holds its idempotency key now: not brought back, "+
+			"its tombstone kept (docs/operations.md)", why, inUse.KeyID)
+	case err != nil:
 		return err
-	}
-	if !restored {
+	case !restored:
 		return phases.Alarm("%s; its key was reaped and its tombstone is gone too: no key to resolve (docs/operations.md)", why)
 	}
 	if _, err := dbsqlc.New().RefundLinkRestoredKey(ctx, tx, &dbsqlc.RefundLinkRestoredKeyParams{ID: refund.ID, IdempotencyKeyID: &keyID}); err != nil {
