@@ -25,8 +25,11 @@ WHERE (user_id, idempotency_key) IN (
 -- point, past the flow's first step (the only one that reads them), and a
 -- parked key is never run again, only settled. created_at is the resource's
 -- (what an operator's lookup window starts from); last_run_at the finish
--- the client was answered at. No row: no such tombstone (expired), or the
--- key exists (it cannot while its tombstone does: IdempotencyKeyInsert).
+-- the client was answered at. No row: no such tombstone (expired), or a live
+-- key holds its name (IdempotencyKeyHoldingTombstone): no path of the
+-- service makes one while the tombstone is there (IdempotencyKeyInsert), but
+-- a restored backup or a hand's edit can. Then the tombstone stays: deleted
+-- with the insert doing nothing, the reaped key was gone for good.
 -- name: IdempotencyKeyRestoreFromTombstone :one
 WITH tombstone AS (
     DELETE FROM idempotency_key_tombstones
@@ -37,6 +40,12 @@ WITH tombstone AS (
           AND t.resource_id = @resource_id
           AND t.request_method = @request_method
           AND (sqlc.narg(request_path)::text IS NULL OR t.request_path = sqlc.narg(request_path))
+          AND NOT EXISTS (
+              SELECT 1
+              FROM idempotency_keys AS k
+              WHERE k.user_id = t.user_id
+                AND k.idempotency_key = t.idempotency_key
+          )
         LIMIT 1
         FOR UPDATE
     )
@@ -53,3 +62,19 @@ SELECT user_id, idempotency_key, @flow, request_method, request_path, '{}'::json
 FROM tombstone
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING id;
+
+-- IdempotencyKeyHoldingTombstone is the live key that holds the name of
+-- the tombstone IdempotencyKeyRestoreFromTombstone looks for (the same
+-- predicate), when it restored nothing: the key cannot come back under a
+-- name in use.
+-- name: IdempotencyKeyHoldingTombstone :one
+SELECT k.id
+FROM idempotency_key_tombstones AS t
+JOIN idempotency_keys AS k
+  ON k.user_id = t.user_id
+ AND k.idempotency_key = t.idempotency_key
+WHERE t.resource_type = @resource_type
+  AND t.resource_id = @resource_id
+  AND t.request_method = @request_method
+  AND (sqlc.narg(request_path)::text IS NULL OR t.request_path = sqlc.narg(request_path))
+LIMIT 1;

@@ -52,6 +52,21 @@ ORDER BY (stripe_refund_id IS NOT NULL) DESC, id DESC
 LIMIT 1
 FOR UPDATE;
 
+-- RefundLockOfIntentForPaymentIntent locks the newest refund of an intent
+-- made for the payment of a PaymentIntent, for a Refund event that
+-- RefundLockForEvent did not find: a Refund of this deployment's whose
+-- intent's refund records another Refund (a second refund of one intent).
+-- By the payment (its PaymentIntent is uniquely indexed, its refunds are
+-- indexed by payment), as no index holds every refund by its intent (00017).
+-- name: RefundLockOfIntentForPaymentIntent :one
+SELECT *
+FROM refunds
+WHERE refunds.payment_id = (SELECT p.id FROM payments AS p WHERE p.stripe_payment_intent_id = @stripe_payment_intent_id)
+  AND refunds.intent_id = @intent_id
+ORDER BY id DESC
+LIMIT 1
+FOR UPDATE;
+
 -- RefundTransition moves a refund from the status it has to another, as
 -- Stripe did at status_at, and moves the payment's amounts with it: a
 -- refund that succeeds is refunded; one that fails gives back what it

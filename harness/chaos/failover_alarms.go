@@ -5,11 +5,12 @@ import (
 )
 
 // An asynchronous failover loses payments whose PaymentIntents succeeded at
-// Stripe. Until a reconciling client sends their keys again, which
-// re-adopts each PaymentIntent, the payment_intent.succeeded event of one
+// Stripe, or were authorized (manual payments). Until a reconciling client
+// sends their keys again, which re-adopts each PaymentIntent, the
+// payment_intent.succeeded (or amount_capturable_updated) event of one
 // finds no payment recording it, and the service rightly raises an alarm
-// ("a second charge, or one whose payment was lost") instead of applying
-// it. Check 9 counts such an alarm as explained, not as a violation, when
+// ("a second charge, or one whose payment was lost"; "a second
+// authorization …") instead of applying it. Check 9 counts such an alarm as explained, not as a violation, when
 // the run's failover was asynchronous and a payment records that
 // PaymentIntent at the verdict: the lost payment was re-adopted, and check 3
 // proves no payment has two succeeded PaymentIntents. Any other alarm stays
@@ -19,7 +20,14 @@ import (
 // alarm that an asynchronous failover explains.
 func alarmedByFailover(e stripefake.Event, row *EventRow, rec *Recovery) bool {
 	return rec != nil && rec.Mode.Async() && rec.Failover.Done() && row.Outcome == "alarm" &&
-		e.Type == "payment_intent.succeeded" && rec.Recorded[e.ObjectID]
+		holdsFunds(e.Type) && rec.Recorded[e.ObjectID]
+}
+
+// holdsFunds reports whether an event of type eventType says its
+// PaymentIntent took the customer's money or holds it: the events whose
+// PaymentIntent no payment records the service keeps as alarms.
+func holdsFunds(eventType string) bool {
+	return eventType == "payment_intent.succeeded" || eventType == "payment_intent.amount_capturable_updated"
 }
 
 // recordedIntents are the PaymentIntents the payments of snap record.

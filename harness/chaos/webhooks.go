@@ -123,7 +123,8 @@ type Webhooks struct {
 	// (failover_alarms.go).
 	AlarmedByFailover int
 	// LostIntents are the PaymentIntents a lost-history fault left without
-	// their payment: their succeeded events are alarms by design.
+	// their payment: their succeeded (and authorized) events are alarms by
+	// design.
 	LostIntents map[string]bool
 }
 
@@ -189,7 +190,7 @@ func checkWebhooks(w *Webhooks, rec *Recovery) (*Check, int) {
 		case row.Type != e.Type || deref(row.ObjectID) != e.ObjectID:
 			c.Failf("event %s (%s of %s) is recorded as %s of %s", e.ID, e.Type, e.ObjectID, row.Type, deref(row.ObjectID))
 		case alarmedByFailover(e, row, rec),
-			row.Outcome == "alarm" && e.Type == "payment_intent.succeeded" && w.LostIntents[e.ObjectID]:
+			row.Outcome == "alarm" && holdsFunds(e.Type) && w.LostIntents[e.ObjectID]:
 			w.AlarmedByFailover++
 		case row.Outcome != "applied" && row.Outcome != "ignored":
 			c.Failf("event %s (%s) is recorded but %s", e.ID, e.Type, row.Outcome)

@@ -50,6 +50,27 @@ func TestCheckWebhooks(t *testing.T) {
 	require.Equal(t, 1, lost)
 	require.Equal(t, 1, c.Violations, "%v", c.Details)
 	require.Contains(t, c.Details[0], "evt_2")
+
+	// A PaymentIntent whose payment the failover lost, re-adopted by the
+	// verdict: its succeeded and its authorized events may be alarms.
+	rec.Recorded = map[string]bool{"pi_1": true}
+	alarm := func(id, typ string) *EventRow { return row(id, typ, "pi_1", "alarm") }
+	w = &Webhooks{
+		Events: []stripefake.Event{
+			delivered("evt_1", "payment_intent.succeeded", "pi_1", at.Add(time.Minute)),
+			delivered("evt_2", "payment_intent.amount_capturable_updated", "pi_1", at.Add(time.Minute)),
+			delivered("evt_3", "payment_intent.payment_failed", "pi_1", at.Add(time.Minute)),
+		},
+		Rows: map[string]*EventRow{
+			"evt_1": alarm("evt_1", "payment_intent.succeeded"),
+			"evt_2": alarm("evt_2", "payment_intent.amount_capturable_updated"),
+			"evt_3": alarm("evt_3", "payment_intent.payment_failed"),
+		},
+	}
+	c, _ = checkWebhooks(w, rec)
+	require.Equal(t, 2, w.AlarmedByFailover)
+	require.Equal(t, 1, c.Violations, "%v", c.Details)
+	require.Contains(t, c.Details[0], "evt_3")
 }
 
 func TestReasonShape(t *testing.T) {

@@ -100,6 +100,17 @@ func (e *AlarmError) Error() string { return "alarm: " + e.Reason }
 
 func (e *NeedsAttentionError) Error() string { return "idempotency key needs attention: " + e.Reason }
 
+// KeyInUseError means a reaped key cannot come back from its tombstone
+// (Engine.Restore): live key KeyID holds its (user, idempotency key). The
+// tombstone stays.
+type KeyInUseError struct {
+	KeyID int64
+}
+
+func (e *KeyInUseError) Error() string {
+	return fmt.Sprintf("the reaped key's idempotency key is held by live key %d", e.KeyID)
+}
+
 // ErrNotAwaitingOperator means a key to settle does not exist or does not
 // await an operator.
 var ErrNotAwaitingOperator = errors.New("idempotency key does not await an operator")

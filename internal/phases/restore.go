@@ -31,7 +31,9 @@ type Reaped struct {
 // reason, so that a retry answers 503 needs-attention instead of the
 // tombstone's 422, and an operator can settle it. It returns the key's new
 // id, or false when no tombstone is left (it outlived its retention): then
-// nothing names the key any more.
+// nothing names the key any more. A *KeyInUseError means a live key holds
+// the reaped key's (user, idempotency key): the key cannot come back under
+// it, and its tombstone stays.
 //
 // The request's params went with the key: it comes back past its flow's
 // first step, the only one that reads them, and a parked key is only ever
@@ -46,7 +48,17 @@ func (e *Engine) Restore(ctx context.Context, tx db.Tx, key Reaped, point Recove
 	}
 	id, err := e.queries.IdempotencyKeyRestoreFromTombstone(ctx, tx, params)
 	if errors.Is(err, db.ErrNotFound) {
-		return 0, false, nil
+		live, err := e.queries.IdempotencyKeyHoldingTombstone(ctx, tx, &dbsqlc.IdempotencyKeyHoldingTombstoneParams{
+			ResourceType: params.ResourceType, ResourceID: params.ResourceID,
+			RequestMethod: params.RequestMethod, RequestPath: params.RequestPath,
+		})
+		switch {
+		case errors.Is(err, db.ErrNotFound):
+			return 0, false, nil
+		case err != nil:
+			return 0, false, fmt.Errorf("error reading the key holding the reaped key of %s %d: %w", key.ResourceType, key.ResourceID, err)
+		}
+		return 0, false, &KeyInUseError{KeyID: live}
 	}
 	if err != nil {
 		return 0, false, fmt.Errorf("error restoring the reaped key of %s %d: %w", key.ResourceType, key.ResourceID, err)

@@ -166,14 +166,23 @@ func (h *Handler) apply(ctx context.Context, tx db.Tx, event *stripe.Event) (str
 		payment, err := dbsqlc.New().PaymentLockForEvent(ctx, tx, &dbsqlc.PaymentLockForEventParams{
 			StripePaymentIntentID: &pi.ID, IntentID: nonEmpty(pi.Metadata[intent.MetadataIntent]),
 		})
-		if errors.Is(err, db.ErrNotFound) && pi.Status == stripe.PaymentIntentStatusSucceeded && pi.Metadata[intent.MetadataIntent] != "" {
+		// Money taken (succeeded) or held (requires_capture: a manual
+		// payment's authorization) by a PaymentIntent this deployment
+		// made.
+		ours := payments.HoldsFunds(&pi) && pi.Metadata[intent.MetadataIntent] != ""
+		if errors.Is(err, db.ErrNotFound) && ours {
 			// A payment declined by another PaymentIntent of this intent
-			// records that one: money taken for a payment answered
-			// "declined", whose key Settle hands to an operator.
+			// records that one: money taken or held for a payment
+			// answered "declined", whose key Settle hands to an operator.
 			payment, err = dbsqlc.New().PaymentLockDeclinedForIntent(ctx, tx, nonEmpty(pi.Metadata[intent.MetadataIntent]))
 		}
 		switch {
-		case errors.Is(err, db.ErrNotFound) && pi.Status == stripe.PaymentIntentStatusSucceeded && pi.Metadata[intent.MetadataIntent] != "":
+		case errors.Is(err, db.ErrNotFound) && ours && pi.Status == stripe.PaymentIntentStatusRequiresCapture:
+			// The same for an authorization: the customer's funds held
+			// where no payment shows them.
+			return "", phases.Alarm("PaymentIntent %s of intent %s is requires_capture, and no payment here records it: "+
+				"a second authorization holding the customer's funds, or one whose payment was lost", pi.ID, pi.Metadata[intent.MetadataIntent])
+		case errors.Is(err, db.ErrNotFound) && ours:
 			// Made by this deployment for an intent whose payment records
 			// another PaymentIntent, or none any more (a failover lost it):
 			// money taken that no payment shows.
@@ -193,9 +202,18 @@ func (h *Handler) apply(ctx context.Context, tx db.Tx, event *stripe.Event) (str
 		if why := h.foreign(sr.Metadata); why != "" {
 			return why, nil
 		}
+		intentID := sr.Metadata[intent.MetadataIntent]
 		refund, err := dbsqlc.New().RefundLockForEvent(ctx, tx, &dbsqlc.RefundLockForEventParams{
-			StripeRefundID: &sr.ID, IntentID: nonEmpty(sr.Metadata[intent.MetadataIntent]),
+			StripeRefundID: &sr.ID, IntentID: nonEmpty(intentID),
 		})
+		if errors.Is(err, db.ErrNotFound) && intentID != "" && sr.PaymentIntent != nil {
+			// Made by this deployment for an intent whose refund records
+			// another Refund: Settle weighs a second refund of one intent
+			// before anything else.
+			refund, err = dbsqlc.New().RefundLockOfIntentForPaymentIntent(ctx, tx, &dbsqlc.RefundLockOfIntentForPaymentIntentParams{
+				StripePaymentIntentID: &sr.PaymentIntent.ID, IntentID: &intentID,
+			})
+		}
 		if errors.Is(err, db.ErrNotFound) {
 			return "no refund here was made for Refund " + sr.ID, nil
 		} else if err != nil {

@@ -10,6 +10,42 @@ import (
 	"time"
 )
 
+const idempotencyKeyHoldingTombstone = `-- name: IdempotencyKeyHoldingTombstone :one
+SELECT k.id
+FROM idempotency_key_tombstones AS t
+JOIN idempotency_keys AS k
+  ON k.user_id = t.user_id
+ AND k.idempotency_key = t.idempotency_key
+WHERE t.resource_type = $1
+  AND t.resource_id = $2
+  AND t.request_method = $3
+  AND ($4::text IS NULL OR t.request_path = $4)
+LIMIT 1
+`
+
+type IdempotencyKeyHoldingTombstoneParams struct {
+	ResourceType  *string
+	ResourceID    *int64
+	RequestMethod string
+	RequestPath   *string
+}
+
+// IdempotencyKeyHoldingTombstone is the live key that holds the name of
+// the tombstone IdempotencyKeyRestoreFromTombstone looks for (the same
+// predicate), when it restored nothing: the key cannot come back under a
+// name in use.
+func (q *Queries) IdempotencyKeyHoldingTombstone(ctx context.Context, db DBTX, arg *IdempotencyKeyHoldingTombstoneParams) (int64, error) {
+	row := db.QueryRow(ctx, idempotencyKeyHoldingTombstone,
+		arg.ResourceType,
+		arg.ResourceID,
+		arg.RequestMethod,
+		arg.RequestPath,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
 const idempotencyKeyRestoreFromTombstone = `-- name: IdempotencyKeyRestoreFromTombstone :one
 WITH tombstone AS (
     DELETE FROM idempotency_key_tombstones
@@ -20,6 +56,12 @@ WITH tombstone AS (
           AND t.resource_id = $6
           AND t.request_method = $7
           AND ($8::text IS NULL OR t.request_path = $8)
+          AND NOT EXISTS (
+              SELECT 1
+              FROM idempotency_keys AS k
+              WHERE k.user_id = t.user_id
+                AND k.idempotency_key = t.idempotency_key
+          )
         LIMIT 1
         FOR UPDATE
     )
@@ -62,8 +104,11 @@ type IdempotencyKeyRestoreFromTombstoneParams struct {
 // point, past the flow's first step (the only one that reads them), and a
 // parked key is never run again, only settled. created_at is the resource's
 // (what an operator's lookup window starts from); last_run_at the finish
-// the client was answered at. No row: no such tombstone (expired), or the
-// key exists (it cannot while its tombstone does: IdempotencyKeyInsert).
+// the client was answered at. No row: no such tombstone (expired), or a live
+// key holds its name (IdempotencyKeyHoldingTombstone): no path of the
+// service makes one while the tombstone is there (IdempotencyKeyInsert), but
+// a restored backup or a hand's edit can. Then the tombstone stays: deleted
+// with the insert doing nothing, the reaped key was gone for good.
 func (q *Queries) IdempotencyKeyRestoreFromTombstone(ctx context.Context, db DBTX, arg *IdempotencyKeyRestoreFromTombstoneParams) (int64, error) {
 	row := db.QueryRow(ctx, idempotencyKeyRestoreFromTombstone,
 		arg.Flow,

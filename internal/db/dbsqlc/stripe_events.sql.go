@@ -189,6 +189,55 @@ func (q *Queries) RefundLockForEvent(ctx context.Context, db DBTX, arg *RefundLo
 	return &i, err
 }
 
+const refundLockOfIntentForPaymentIntent = `-- name: RefundLockOfIntentForPaymentIntent :one
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+FROM refunds
+WHERE refunds.payment_id = (SELECT p.id FROM payments AS p WHERE p.stripe_payment_intent_id = $1)
+  AND refunds.intent_id = $2
+ORDER BY id DESC
+LIMIT 1
+FOR UPDATE
+`
+
+type RefundLockOfIntentForPaymentIntentParams struct {
+	StripePaymentIntentID *string
+	IntentID              *string
+}
+
+// RefundLockOfIntentForPaymentIntent locks the newest refund of an intent
+// made for the payment of a PaymentIntent, for a Refund event that
+// RefundLockForEvent did not find: a Refund of this deployment's whose
+// intent's refund records another Refund (a second refund of one intent).
+// By the payment (its PaymentIntent is uniquely indexed, its refunds are
+// indexed by payment), as no index holds every refund by its intent (00017).
+func (q *Queries) RefundLockOfIntentForPaymentIntent(ctx context.Context, db DBTX, arg *RefundLockOfIntentForPaymentIntentParams) (*Refund, error) {
+	row := db.QueryRow(ctx, refundLockOfIntentForPaymentIntent, arg.StripePaymentIntentID, arg.IntentID)
+	var i Refund
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.PaymentID,
+		&i.IdempotencyKeyID,
+		&i.Amount,
+		&i.Currency,
+		&i.Reason,
+		&i.Status,
+		&i.StripeRefundID,
+		&i.FailureReason,
+		&i.RefundAttempt,
+		&i.RefundAttemptSpentAt,
+		&i.RefundAttemptAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.IntentID,
+		&i.StatusAt,
+		&i.PublicID,
+		&i.LegacyID,
+		&i.PaymentPublicID,
+	)
+	return &i, err
+}
+
 const refundTransition = `-- name: RefundTransition :one
 WITH refund AS (
     UPDATE refunds

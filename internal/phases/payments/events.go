@@ -2,6 +2,7 @@ package payments
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/stripe/stripe-go/v79"
@@ -29,10 +30,10 @@ type EventSettler struct {
 // would have enqueued). It returns why it changed nothing, or "", or a
 // *phases.AlarmError when Stripe's word contradicts what is recorded:
 // a PaymentIntent of this intent with another amount, a key parked for a
-// conflict (the operator's alone), money taken for a payment recorded as
-// failed or not charged (its key goes back to the operator, from its
-// tombstone if the reaper took it), or a second
-// PaymentIntent that succeeded for one payment.
+// conflict (the operator's alone), money taken or held (an authorization)
+// for a payment recorded as failed or not charged (its key goes back to the
+// operator, from its tombstone if the reaper took it), or a second
+// PaymentIntent that succeeded or was authorized for one payment.
 func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, payment *dbsqlc.Payment, pi *stripe.PaymentIntent) (ignored string, err error) {
 	switch {
 	case !final(pi):
@@ -80,8 +81,9 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, payment *dbsqlc.Pay
 }
 
 // contradicts weighs a final PaymentIntent against a payment whose outcome
-// is recorded already: the same word again, or a failure that changes
-// nothing, is ignored; money taken that the record does not show is an
+// is recorded already: the same word again, an older one, or a failure that
+// changes nothing, is ignored; money taken (succeeded) or held (an
+// authorization, requires_capture) that the record does not show is an
 // alarm.
 func (s *EventSettler) contradicts(ctx context.Context, tx db.Tx, payment *dbsqlc.Payment, pi *stripe.PaymentIntent) (string, error) {
 	recorded := ""
@@ -96,19 +98,28 @@ func (s *EventSettler) contradicts(ctx context.Context, tx db.Tx, payment *dbsql
 		}
 		return s.Captures(ctx, tx, payment, pi)
 	}
+	held := HoldsFunds(pi)
 	switch {
-	case pi.Status != stripe.PaymentIntentStatusSucceeded && recorded == pi.ID:
+	case recorded == pi.ID && (!held || payment.Status == StatusSucceeded ||
+		(pi.Status == stripe.PaymentIntentStatusRequiresCapture && payment.Status == StatusCanceled)):
+		// The same word again, or an older one: the authorization of a
+		// payment since captured or canceled.
 		return fmt.Sprintf("payment %d is %s already", payment.ID, payment.Status), nil
-	case pi.Status != stripe.PaymentIntentStatusSucceeded:
+	case !held:
 		return fmt.Sprintf("payment %d is %s with PaymentIntent %s; %s took no money", payment.ID, payment.Status, recorded, pi.ID), nil
-	case payment.Status == StatusSucceeded && recorded == pi.ID:
-		return fmt.Sprintf("payment %d is %s already", payment.ID, payment.Status), nil
-	case payment.Status == StatusSucceeded:
+	case payment.Status == StatusSucceeded && pi.Status == stripe.PaymentIntentStatusSucceeded:
 		return "", phases.Alarm("PaymentIntent %s succeeded for payment %d, which was charged by PaymentIntent %s: a second charge to refund",
 			pi.ID, payment.ID, recorded)
+	case payment.Status == StatusSucceeded || payment.Status == StatusRequiresCapture:
+		// A payment charged or authorized by one PaymentIntent, and
+		// another of its intent holds money too.
+		did, what, undo, _ := fundsWords(pi)
+		return "", phases.Alarm("PaymentIntent %s %s for payment %d, which is %s with PaymentIntent %s: a second %s to %s",
+			pi.ID, did, payment.ID, payment.Status, recorded, what, undo)
 	}
-	why := fmt.Sprintf("PaymentIntent %s succeeded for payment %d, recorded %s (%s): the customer was charged",
-		pi.ID, payment.ID, payment.Status, deref(payment.FailureCode))
+	did, _, _, customer := fundsWords(pi)
+	why := fmt.Sprintf("PaymentIntent %s %s for payment %d, recorded %s (%s): the customer was %s",
+		pi.ID, did, payment.ID, payment.Status, deref(payment.FailureCode), customer)
 	if payment.IdempotencyKeyID != nil {
 		if _, err := s.Engine.Reopen(ctx, tx, *payment.IdempotencyKeyID, PaymentCreated, why+"; resolve it as charged"); err != nil {
 			return "", err
@@ -122,16 +133,36 @@ func (s *EventSettler) contradicts(ctx context.Context, tx db.Tx, payment *dbsql
 		ResourceType: "payment", ResourceID: payment.ID, Method: Method, Path: Path,
 		Flow: FlowName, CreatedAt: payment.CreatedAt,
 	}, PaymentCreated, why+"; its key was reaped and is back for an operator: resolve it as charged")
-	if err != nil {
+	var inUse *phases.KeyInUseError
+	switch {
+	case errors.As(err, &inUse):
+		return "", phases.Alarm("%s; its key was reaped, and key %d holds its idempotency key now: not brought back, "+
+			"its tombstone kept (docs/operations.md)", why, inUse.KeyID)
+	case err != nil:
 		return "", err
-	}
-	if !restored {
+	case !restored:
 		return "", phases.Alarm("%s; its key was reaped and its tombstone is gone too: no key to resolve (docs/operations.md)", why)
 	}
 	if _, err := dbsqlc.New().PaymentLinkRestoredKey(ctx, tx, &dbsqlc.PaymentLinkRestoredKeyParams{ID: payment.ID, IdempotencyKeyID: &keyID}); err != nil {
 		return "", fmt.Errorf("error linking payment %d to its restored key: %w", payment.ID, err)
 	}
 	return "", phases.Alarm("%s; its reaped key %d is back for an operator", why, keyID)
+}
+
+// HoldsFunds reports whether pi took the customer's money (succeeded) or
+// holds it (requires_capture: a manual payment's authorization, which a
+// capture may still take).
+func HoldsFunds(pi *stripe.PaymentIntent) bool {
+	return pi.Status == stripe.PaymentIntentStatusSucceeded || pi.Status == stripe.PaymentIntentStatusRequiresCapture
+}
+
+// fundsWords words an alarm for a PaymentIntent that holds funds: what it
+// did, what it is, what undoes it, and what became of the customer.
+func fundsWords(pi *stripe.PaymentIntent) (did, what, undo, customer string) {
+	if pi.Status == stripe.PaymentIntentStatusRequiresCapture {
+		return "is requires_capture", "authorization", "cancel", "authorized (funds held)"
+	}
+	return "succeeded", "charge", "refund", "charged"
 }
 
 func deref(s *string) string {

@@ -2,6 +2,7 @@ package refunds
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -24,13 +25,20 @@ type EventSettler struct {
 // stays failed. A refund whose outcome was unknown also finishes its key
 // with the answer the refund flow would have stored. It returns why it
 // changed nothing, or "", or a *phases.AlarmError when Stripe's word
-// contradicts what is recorded: a Refund of this intent with another
-// amount, a key parked for a conflict (the operator's alone), or money
-// moving for a refund recorded as failed or not refunded (its key goes back
-// to the operator, from its tombstone if the reaper took it).
+// contradicts what is recorded: a second Refund of the refund's intent, a
+// Refund of this intent with another amount, a key parked for a conflict
+// (the operator's alone), or money moving for a refund recorded as failed
+// or not refunded (its key goes back to the operator, from its tombstone if
+// the reaper took it).
 func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, sr *stripe.Refund, at time.Time) (ignored string, err error) {
 	status := outcomeOf(sr).Status
 	switch {
+	case refund.StripeRefundID != nil && *refund.StripeRefundID != sr.ID:
+		// Before any check of order: the money of a second Refund is
+		// returned whatever this event's time. Nothing recorded is its,
+		// and the refund's key is not settled by it: the key answers for
+		// the Refund it recorded.
+		return second(refund, sr, status)
 	case sr.Amount != refund.Amount:
 		return "", phases.Alarm("Refund %s is for %d, refund %d for %d", sr.ID, sr.Amount, refund.ID, refund.Amount)
 	case refund.StatusAt != nil && at.Before(*refund.StatusAt):
@@ -73,6 +81,19 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 	return "", nil
 }
 
+// second weighs a Refund of the refund's intent that is not the one the
+// refund records: one that failed (or was canceled) returned nothing, and
+// is ignored; any other returns, or is returning, the money a second time.
+func second(refund *dbsqlc.Refund, sr *stripe.Refund, status string) (string, error) {
+	if status == StatusFailed {
+		return fmt.Sprintf("Refund %s of refund %d's intent is %s: a second Refund, which returned nothing (refund %d records Refund %s)",
+			sr.ID, refund.ID, sr.Status, refund.ID, *refund.StripeRefundID), nil
+	}
+	return "", phases.Alarm("Refund %s of refund %d's intent is %s for %d, and refund %d records Refund %s (%s for %d): "+
+		"a second refund, money returned twice", sr.ID, refund.ID, sr.Status, sr.Amount, refund.ID, *refund.StripeRefundID,
+		refund.Status, refund.Amount)
+}
+
 // reopen hands the key that answered refund as not refunded back to an
 // operator, from its tombstone if the reaper took it, and returns the
 // alarm to record.
@@ -87,10 +108,14 @@ func (s *EventSettler) reopen(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 	keyID, restored, err := s.Engine.Restore(ctx, tx, phases.Reaped{
 		ResourceType: "refund", ResourceID: refund.ID, Method: http.MethodPost, Flow: FlowName, CreatedAt: refund.CreatedAt,
 	}, RefundCreated, why+"; its key was reaped and is back for an operator"+resolve)
-	if err != nil {
+	var inUse *phases.KeyInUseError
+	switch {
+	case errors.As(err, &inUse):
+		return phases.Alarm("%s; its key was reaped, and key %d holds its idempotency key now: not brought back, "+
+			"its tombstone kept (docs/operations.md)", why, inUse.KeyID)
+	case err != nil:
 		return err
-	}
-	if !restored {
+	case !restored:
 		return phases.Alarm("%s; its key was reaped and its tombstone is gone too: no key to resolve (docs/operations.md)", why)
 	}
 	if _, err := dbsqlc.New().RefundLinkRestoredKey(ctx, tx, &dbsqlc.RefundLinkRestoredKeyParams{ID: refund.ID, IdempotencyKeyID: &keyID}); err != nil {

@@ -1,0 +1,199 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v79"
+
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
+	"github.com/paymentsd/paymentsd/internal/testutil"
+)
+
+// secondRefund makes a Refund of paymentIntentID at Stripe, outside
+// paymentsd, carrying metadata: a second Refund of one refund's intent.
+func secondRefund(t *testing.T, em *testutil.Emulator, paymentIntentID string, amount int64, metadata map[string]string) *stripe.Refund {
+	t.Helper()
+	params := &stripe.RefundParams{PaymentIntent: stripe.String(paymentIntentID), Amount: stripe.Int64(amount)}
+	for k, v := range metadata {
+		params.AddMetadata(k, v)
+	}
+	sr, err := stripeClient(em).Refunds.New(params)
+	require.NoError(t, err)
+	return sr
+}
+
+// lastEventReason is the reason recorded with the newest event.
+func lastEventReason(t *testing.T, svc *testutil.Service) string {
+	t.Helper()
+	var reason string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT coalesce(reason, '') FROM stripe_events ORDER BY received_at DESC, id DESC LIMIT 1").Scan(&reason))
+	return reason
+}
+
+// TestWebhookSecondRefundOfARefundIntentIsAnAlarm: a refund records its
+// Stripe Refund, and a second Refund of the same intent (made by a lost
+// send, after a key rotation, by hand with the intent's metadata) returns
+// the money again. Its events find no refund by their Refund, and the
+// refund's intent no longer counts as unresolved; they were answered "no
+// refund here was made for Refund re_…" and ignored. Money returned twice
+// is an alarm, whatever the events' order, and changes nothing recorded.
+func TestWebhookSecondRefundOfARefundIntentIsAnAlarm(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay")
+
+	// The refund is pending at first; its refund.updated (succeeded) then
+	// records the Refund's status as of now (refunds.status_at).
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	created := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+	first := decode[refund](t, created)
+	require.NotNil(t, first.StripeRefundID)
+	_, err := em.SetRefundStatus(*first.StripeRefundID, stripefake.RefundSucceeded, "")
+	require.NoError(t, err)
+	_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+*first.StripeRefundID), time.Now())
+	require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+	require.Equal(t, []string{"applied"}, eventOutcomes(t, svc))
+
+	// The second Refund of the refund's intent, which succeeds.
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
+	second := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	require.NotEqual(t, *first.StripeRefundID, second.ID)
+
+	// Its refund.created, stamped before the refund's recorded status: an
+	// ordering check that came first would drop it as older.
+	_, payload = event("refund.created", stripeObject(t, svc, "/v1/refunds/"+second.ID), time.Now().Add(-time.Hour))
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	require.Contains(t, string(resp.Body), `"alarm":true`,
+		"a second Refund of refund %s's intent returned the money again; recorded as %q", first.ID, lastEventReason(t, svc))
+	_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+second.ID), time.Now())
+	resp = deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	require.Contains(t, lastEventReason(t, svc), *first.StripeRefundID, "the alarm names the Refund the refund records")
+	require.Equal(t, []string{"applied", "alarm", "alarm"}, eventOutcomes(t, svc))
+	requireMetric(t, svc, `paymentsd_webhook_events_total{outcome="alarm",type="refund.created"} 1`)
+	requireMetric(t, svc, `paymentsd_webhook_events_total{outcome="alarm",type="refund.updated"} 1`)
+
+	// Nothing recorded moved: the refund keeps its Refund, the payment
+	// counts the money once, and the key answers as it did.
+	var stripeRefundID, status string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT stripe_refund_id, status FROM refunds WHERE payment_id = $1", rowID(t, svc, p.ID)).Scan(&stripeRefundID, &status))
+	require.Equal(t, *first.StripeRefundID, stripeRefundID)
+	require.Equal(t, "succeeded", status)
+	require.EqualValues(t, 600, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+	replay := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, replay.Status, "body: %s", replay.Body)
+	require.Equal(t, *first.StripeRefundID, *decode[refund](t, replay).StripeRefundID)
+
+	// The second Refund then fails: the money came back, and its event is
+	// only ignored.
+	_, err = em.SetRefundStatus(second.ID, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+	require.NoError(t, err)
+	_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+second.ID), time.Now())
+	resp = deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, []string{"applied", "alarm", "alarm", "ignored"}, eventOutcomes(t, svc))
+	require.EqualValues(t, 600, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+}
+
+// TestWebhookSecondAuthorizationOfAPaymentIntentIsAnAlarm: a manual
+// payment's second PaymentIntent of its intent reaches requires_capture
+// (payment_intent.amount_capturable_updated): the customer's funds are
+// held by an authorization no payment records. Only a second PaymentIntent
+// that succeeded raised the alarm; this one was answered "no payment here
+// was made for PaymentIntent pi_…" (or, for a payment recorded as not
+// charged, "took no money") and ignored.
+func TestWebhookSecondAuthorizationOfAPaymentIntentIsAnAlarm(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		apiKey string
+		em     *testutil.Emulator
+		userID int64
+	}
+
+	setup := func(t *testing.T) (*testutil.Service, *testBundle) {
+		t.Helper()
+		em := testutil.StartEmulator(t, stripefake.Options{})
+		svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+		userID, apiKey := svc.NewUser(t)
+		return svc, &testBundle{apiKey: apiKey, em: em, userID: userID}
+	}
+
+	// authorizedAgain delivers the amount_capturable_updated of a second
+	// authorization of key's intent, and requires an alarm.
+	authorizedAgain := func(t *testing.T, svc *testutil.Service, bundle *testBundle, key string) *stripe.PaymentIntent {
+		t.Helper()
+		pi := plantAuthorization(t, bundle.em, 2000, intentOf(t, svc, bundle.userID, key).Metadata())
+		_, payload := event("payment_intent.amount_capturable_updated", stripeObject(t, svc, "/v1/payment_intents/"+pi.ID), time.Now())
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		require.Contains(t, string(resp.Body), `"alarm":true`,
+			"PaymentIntent %s of this intent holds the customer's funds; recorded as %q", pi.ID, lastEventReason(t, svc))
+		requireMetric(t, svc, `paymentsd_webhook_events_total{outcome="alarm",type="payment_intent.amount_capturable_updated"} 1`)
+		return pi
+	}
+
+	// The payment is authorized by its own PaymentIntent; a second one of
+	// its intent holds the funds again.
+	t.Run("OfAnAuthorizedPayment", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := authorized(t, svc, bundle.apiKey, "auth")
+		second := authorizedAgain(t, svc, bundle, "auth")
+		require.NotEqual(t, *p.StripePaymentIntentID, second.ID)
+
+		got := getPaymentOf(t, svc, bundle.apiKey, p.ID)
+		require.Equal(t, "requires_capture", got["status"], "the event changed nothing")
+		require.Equal(t, *p.StripePaymentIntentID, got["stripe_payment_intent_id"])
+	})
+
+	// The payment was declined with a PaymentIntent of its own; another of
+	// its intent is authorized. The customer told "declined" has funds
+	// held: the key goes back to the operator, who settles it as
+	// authorized by that PaymentIntent.
+	t.Run("OfADeclinedPayment", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		declined := `{"amount": 2000, "currency": "usd", "payment_method": "pm_card_chargeDeclined", "capture_method": "manual"}`
+		first := svc.PostPayment(t, bundle.apiKey, "declined", declined)
+		require.Equal(t, http.StatusPaymentRequired, first.Status, "body: %s", first.Body)
+
+		pi := authorizedAgain(t, svc, bundle, "declined")
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "declined", declined), http.StatusServiceUnavailable, "needs-attention")
+
+		settled, err := svc.App.Resolver.Charged(context.Background(), keyID(t, svc, "declined"), pi.ID)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+		replay := decode[payment](t, svc.PostPayment(t, bundle.apiKey, "declined", declined))
+		require.Equal(t, "requires_capture", replay.Status)
+		require.Equal(t, pi.ID, *replay.StripePaymentIntentID)
+	})
+
+	// An operator recorded the payment as not charged (it has no
+	// PaymentIntent); an authorization of its intent then appears.
+	t.Run("OfAPaymentRecordedNotCharged", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		bundle.em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "late", manualVisa), http.StatusServiceUnavailable, "needs-attention")
+		_, err := svc.App.Resolver.NotCharged(context.Background(), keyID(t, svc, "late"))
+		require.NoError(t, err)
+		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "late", manualVisa), http.StatusBadRequest, "payment-rejected")
+
+		authorizedAgain(t, svc, bundle, "late")
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "late", manualVisa), http.StatusServiceUnavailable, "needs-attention")
+	})
+}
