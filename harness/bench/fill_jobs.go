@@ -133,7 +133,6 @@ type fillParams struct {
 	lag                       int64 // refund lag, in blocks of 21 keys
 	keyBase, paymentBase      int64
 	refundBase, auditBase     int64
-	receiptBase               int64
 	tombKeyBase, tombPayBase  int64
 	tombRefundBase            int64
 	anchor, span              float64 // seconds
@@ -164,7 +163,6 @@ func reserveIDs(ctx context.Context, conn *pgx.Conn, users []User, opts FillOpti
 	p.tombBacklogSpan = p.tombSpan * opts.Backlog
 	tombBlocks := (p.tombstones + 20) / 21
 	tombPayments, tombRefunds := 20*tombBlocks, tombBlocks
-	declined := 2*(p.payments/25) + min(p.payments%25, 2)
 
 	var err error
 	reserve := func(seq string, n int64) int64 {
@@ -186,7 +184,6 @@ func reserveIDs(ctx context.Context, conn *pgx.Conn, users []User, opts FillOpti
 	refs := reserve("refunds_id_seq", tombRefunds+p.refunds)
 	p.tombRefundBase, p.refundBase = refs, refs+tombRefunds
 	p.auditBase = reserve("audit_records_id_seq", 2*k)
-	p.receiptBase = reserve("receipts_id_seq", p.payments-declined)
 	return p, err
 }
 
@@ -201,7 +198,7 @@ func (p *fillParams) expand(sql string) string {
 	return strings.NewReplacer(
 		"{{KEYS}}", d(p.keys), "{{LAG}}", d(p.lag), "{{TOMBSTONES}}", d(max(p.tombstones, 1)),
 		"{{KEY_BASE}}", d(p.keyBase), "{{PAYMENT_BASE}}", d(p.paymentBase), "{{REFUND_BASE}}", d(p.refundBase),
-		"{{AUDIT_BASE}}", d(p.auditBase), "{{RECEIPT_BASE}}", d(p.receiptBase),
+		"{{AUDIT_BASE}}", d(p.auditBase),
 		"{{TOMB_KEY_BASE}}", d(p.tombKeyBase), "{{TOMB_PAYMENT_BASE}}", d(p.tombPayBase), "{{TOMB_REFUND_BASE}}", d(p.tombRefundBase),
 		"{{ANCHOR}}", f(p.anchor), "{{SPAN}}", f(p.span), "{{RETENTION}}", f(p.retention),
 		"{{TOMB_SPAN}}", f(p.tombSpan), "{{TOMB_BACKLOG_SPAN}}", f(p.tombBacklogSpan), "{{TOMB_RETENTION}}", f(p.tombRetention),

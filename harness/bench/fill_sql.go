@@ -140,7 +140,7 @@ CREATE TEMP TABLE fill_src (
     created_at timestamptz, finished_at timestamptz,
     payment_id bigint, amount bigint, currency text, pm text, description text, declined boolean, pi_id text,
     refund_id bigint, refund_index bigint, refund_amount bigint, reason text, re_id text,
-    refunded bigint, payment_updated_at timestamptz, intent_id text, canon text, receipt_id bigint,
+    refunded bigint, payment_updated_at timestamptz, intent_id text, canon text, has_receipt boolean,
     payment_uuid uuid, payment_ref text, refund_uuid uuid, refund_ref text
 ) ON COMMIT DELETE ROWS;
 `
@@ -158,7 +158,7 @@ SELECT n, key_id, is_refund, user_id, key, created_at, finished_at,
               || '\x00'::bytea || convert_to(key, 'UTF8')), 'hex'), 1, 32),
        CASE WHEN is_refund THEN pg_temp.fill_refund_canon(refund_index, amount, pg_temp.fill_public_id('pay', payment_uuid))
             ELSE pg_temp.fill_payment_canon(amount, currency, pm, description) END,
-       CASE WHEN NOT is_refund AND NOT declined THEN {{RECEIPT_BASE}} + i - 2 * (i / 25) - least(i % 25, 2) END,
+       NOT is_refund AND NOT declined,
        payment_uuid, pg_temp.fill_public_id('pay', payment_uuid),
        refund_uuid, CASE WHEN is_refund THEN pg_temp.fill_public_id('re', refund_uuid) END
 FROM (
@@ -280,11 +280,11 @@ SELECT {{AUDIT_BASE}} + 2 * n + o, user_id,
 FROM fill_src, (VALUES (0), (1)) AS outcome (o)`},
 
 	{"receipts", `
-INSERT INTO receipts (id, payment_id, user_id, amount, currency, delivered_at)
-SELECT receipt_id, payment_id, user_id, amount, currency,
+INSERT INTO receipts (payment_id, user_id, amount, currency, delivered_at)
+SELECT payment_id, user_id, amount, currency,
        finished_at + make_interval(secs => (20 + pg_temp.fill_h(n + 11) % 200)::float8 / 1000)
 FROM fill_src
-WHERE receipt_id IS NOT NULL`},
+WHERE has_receipt`},
 
 	{"stripe_events", `
 INSERT INTO stripe_events (id, type, object_id, stripe_created, received_at, outcome, reason)

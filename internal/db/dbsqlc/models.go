@@ -109,7 +109,6 @@ type Payment struct {
 }
 
 type Receipt struct {
-	ID          int64
 	PaymentID   int64
 	UserID      int64
 	Amount      int64
