@@ -64,7 +64,10 @@ WHERE user_id = @user_id
 -- the change of status alone: a refund that succeeds is refunded; one that
 -- fails gives back what it reserved (and refunded); one an operator
 -- settles as refunded after it was recorded failed reserves its amount
--- again.
+-- again (the caller checks, the payment locked, that it still has room).
+-- by_operator records an operator's settling, which overrides what
+-- Stripe's events recorded (a refund an event recorded failed, whose
+-- intent's second Refund succeeded).
 -- name: RefundRecordOutcome :one
 WITH prev AS (
     SELECT pr.status
@@ -77,9 +80,10 @@ WITH prev AS (
         failure_reason   = sqlc.narg(failure_reason),
         updated_at       = now()
     WHERE refunds.id = sqlc.arg(id)
-      -- Once Stripe's own word (a webhook) moved the refund, this record
-      -- is late: no row, and the run stops (its key was finished too).
-      AND refunds.status_at IS NULL
+      -- Once Stripe's own word (a webhook) moved the refund, a run's
+      -- record is late: no row, and the run stops (its key was finished
+      -- too). An operator settles a key parked since, Stripe consulted.
+      AND (refunds.status_at IS NULL OR sqlc.arg(by_operator)::boolean)
     RETURNING *
 ), payment AS (
     UPDATE payments AS p

@@ -183,7 +183,10 @@
 //
 //  9. every event the emulator made was delivered, and every event it
 //     delivered is recorded exactly once in stripe_events (bar, in an
-//     asynchronous failover, those the lost commits took with them).
+//     asynchronous failover, those the lost commits took with them),
+//     applied or ignored; an alarm passes only for a PaymentIntent or
+//     Refund whose payment or refund the run lost on purpose (a failover,
+//     lost history: failover_alarms.go).
 //
 // Client choices (users, amounts, cards, give-ups, which process, backoff
 // jitter) and the controller's choices (whom to kill, when) come from -seed.

@@ -117,8 +117,8 @@ type Recovery struct {
 	ExitedOnTheirOwn, Running []int
 	// HeartbeatInterval is the serve processes' heartbeat interval.
 	HeartbeatInterval time.Duration
-	// Recorded are the PaymentIntents a payment records at the verdict
-	// (failover_alarms.go).
+	// Recorded are the PaymentIntents a payment, and the Refunds a refund,
+	// records at the verdict (failover_alarms.go).
 	Recorded map[string]bool
 }
 

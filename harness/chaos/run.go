@@ -192,16 +192,11 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 		WallClock: time.Since(wall),
 	}
 	if rec != nil {
-		rec.Recorded = recordedIntents(snap)
+		rec.Recorded = recordedObjects(snap)
 	}
 	if hooks != nil {
 		if lost != nil {
-			hooks.LostIntents = map[string]bool{}
-			for _, f := range lost.Faults() {
-				if f.PaymentIntent != "" {
-					hooks.LostIntents[f.PaymentIntent] = true
-				}
-			}
+			hooks.LostObjects = lostObjects(lost.Faults(), snap)
 		}
 		check, lostEvents := checkWebhooks(hooks, rec)
 		report.Verdict.Checks = append(report.Verdict.Checks, check)

@@ -122,10 +122,10 @@ type Webhooks struct {
 	// AlarmedByFailover counts alarms an asynchronous failover explains
 	// (failover_alarms.go).
 	AlarmedByFailover int
-	// LostIntents are the PaymentIntents a lost-history fault left without
-	// their payment: their succeeded (and authorized) events are alarms by
-	// design.
-	LostIntents map[string]bool
+	// LostObjects are the PaymentIntents and Refunds a lost-history fault
+	// left without their payment or refund (lostObjects): their succeeded
+	// (authorized, pending) events are alarms by design.
+	LostObjects map[string]bool
 }
 
 // SettleWebhooks waits, within webhookSettle, until the emulator has no
@@ -190,7 +190,7 @@ func checkWebhooks(w *Webhooks, rec *Recovery) (*Check, int) {
 		case row.Type != e.Type || deref(row.ObjectID) != e.ObjectID:
 			c.Failf("event %s (%s of %s) is recorded as %s of %s", e.ID, e.Type, e.ObjectID, row.Type, deref(row.ObjectID))
 		case alarmedByFailover(e, row, rec),
-			row.Outcome == "alarm" && holdsFunds(e.Type) && w.LostIntents[e.ObjectID]:
+			row.Outcome == "alarm" && movesMoney(e.Type) && w.LostObjects[e.ObjectID]:
 			w.AlarmedByFailover++
 		case row.Outcome != "applied" && row.Outcome != "ignored":
 			c.Failf("event %s (%s) is recorded but %s", e.ID, e.Type, row.Outcome)
@@ -266,6 +266,6 @@ func (w *Webhooks) print(out io.Writer, row func(name, format string, args ...an
 		row("lost by the failover", "%d (delivered before the promotion, not replicated)", lostByFailover)
 	}
 	if w.AlarmedByFailover > 0 {
-		row("alarms the failover explains", "%d (succeeded PaymentIntent whose payment it lost, re-adopted since)", w.AlarmedByFailover)
+		row("alarms the failover explains", "%d (PaymentIntent or Refund whose payment or refund was lost)", w.AlarmedByFailover)
 	}
 }

@@ -71,6 +71,60 @@ func TestCheckWebhooks(t *testing.T) {
 	require.Equal(t, 2, w.AlarmedByFailover)
 	require.Equal(t, 1, c.Violations, "%v", c.Details)
 	require.Contains(t, c.Details[0], "evt_3")
+
+	// A Refund whose refund the failover lost, re-adopted by the verdict:
+	// its events may be alarms. One no refund records stays a violation.
+	rec.Recorded = map[string]bool{"re_1": true}
+	w = &Webhooks{
+		Events: []stripefake.Event{
+			delivered("evt_1", "refund.created", "re_1", at.Add(time.Minute)),
+			delivered("evt_2", "refund.updated", "re_1", at.Add(time.Minute)),
+			delivered("evt_3", "charge.refund.updated", "re_1", at.Add(time.Minute)),
+			delivered("evt_4", "refund.updated", "re_2", at.Add(time.Minute)),
+		},
+		Rows: map[string]*EventRow{
+			"evt_1": row("evt_1", "refund.created", "re_1", "alarm"),
+			"evt_2": row("evt_2", "refund.updated", "re_1", "alarm"),
+			"evt_3": row("evt_3", "charge.refund.updated", "re_1", "alarm"),
+			"evt_4": row("evt_4", "refund.updated", "re_2", "alarm"),
+		},
+	}
+	c, _ = checkWebhooks(w, rec)
+	require.Equal(t, 3, w.AlarmedByFailover)
+	require.Equal(t, 1, c.Violations, "%v", c.Details)
+	require.Contains(t, c.Details[0], "evt_4")
+
+	// Without a failover, the alarms of the PaymentIntents and Refunds a
+	// lost-history fault left without their rows are explained, whether or
+	// not re-adopted; a failed PaymentIntent's alarm is not.
+	w = &Webhooks{
+		Events: []stripefake.Event{
+			delivered("evt_1", "payment_intent.succeeded", "pi_1", at),
+			delivered("evt_2", "refund.updated", "re_1", at),
+			delivered("evt_3", "payment_intent.payment_failed", "pi_1", at),
+		},
+		Rows: map[string]*EventRow{
+			"evt_1": row("evt_1", "payment_intent.succeeded", "pi_1", "alarm"),
+			"evt_2": row("evt_2", "refund.updated", "re_1", "alarm"),
+			"evt_3": row("evt_3", "payment_intent.payment_failed", "pi_1", "alarm"),
+		},
+		LostObjects: map[string]bool{"pi_1": true, "re_1": true},
+	}
+	c, _ = checkWebhooks(w, nil)
+	require.Equal(t, 2, w.AlarmedByFailover)
+	require.Equal(t, 1, c.Violations, "%v", c.Details)
+	require.Contains(t, c.Details[0], "evt_3")
+}
+
+// The objects a lost-history fault left without their rows: the lost
+// payment's PaymentIntent and the Refunds of its lost refund keys' intents;
+// the objects rows record at the verdict: PaymentIntents and Refunds.
+func TestLostAndRecordedObjects(t *testing.T) {
+	_, snap, f := lostA()
+	require.Equal(t, map[string]bool{"pi_a": true, "re_a": true}, lostObjects([]*LostHistory{f}, snap))
+	recorded := recordedObjects(snap)
+	require.True(t, recorded["pi_a"], "%v", recorded)
+	require.True(t, recorded["re_a"], "%v", recorded)
 }
 
 func TestReasonShape(t *testing.T) {

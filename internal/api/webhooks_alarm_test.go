@@ -243,6 +243,57 @@ func TestWebhookAlarms(t *testing.T) {
 		rest := postRefund(t, svc, bundle.apiKey, "rest", p.ID, `{}`)
 		require.EqualValues(t, 1400, decode[refund](t, rest).Amount, "the 600 refunded is not refundable again")
 	})
+
+	// A refund succeeds at Stripe, and a failover to an asynchronous standby
+	// loses the refund's commits (its row, its key, the payment's amounts).
+	// The Refund's events, which carry the refund's intent in their
+	// metadata, find no refund: money returned that no row records. As for
+	// a PaymentIntent whose payment was lost, an alarm, not "ignored", which
+	// told no one unless the client happened to retry the key. A Refund of
+	// a lost refund that failed returned nothing: ignored.
+	t.Run("WebhookRefundOfALostRefundIsAnAlarm", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay")
+
+		created := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
+		require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+		reA := *decode[refund](t, created).StripeRefundID
+
+		// The failover loses the refund's commits.
+		_, err := svc.Pool.Exec(context.Background(), `
+			UPDATE payments SET amount_refunded = 0, amount_reserved = 0;
+			DELETE FROM refunds;
+			DELETE FROM idempotency_keys WHERE idempotency_key = 'back';`)
+		require.NoError(t, err)
+
+		_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now())
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		require.EqualValues(t, 0, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
+		require.Contains(t, string(resp.Body), `"alarm":true`,
+			"Refund %s of this deployment returned 600 that no refund records; the event was %q: %q",
+			reA, eventOutcomes(t, svc), lastEventReason(t, svc))
+		require.Contains(t, lastEventReason(t, svc), "no refund here records it: money returned for a refund that was lost")
+		requireMetric(t, svc, `paymentsd_webhook_events_total{outcome="alarm",type="refund.updated"} 1`)
+
+		// A second refund of the payment, lost too, whose Refund failed.
+		require.NoError(t, bundle.em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+		pending := postRefund(t, svc, bundle.apiKey, "more", p.ID, `{"amount": 400}`)
+		require.Equal(t, http.StatusCreated, pending.Status, "body: %s", pending.Body)
+		reC := *decode[refund](t, pending).StripeRefundID
+		_, err = svc.Pool.Exec(context.Background(), `
+			UPDATE payments SET amount_reserved = 0;
+			DELETE FROM refunds;
+			DELETE FROM idempotency_keys WHERE idempotency_key = 'more';`)
+		require.NoError(t, err)
+		_, err = bundle.em.SetRefundStatus(reC, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+		require.NoError(t, err)
+		_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reC), time.Now())
+		resp = deliver(t, svc, payload, whsec, time.Now())
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		require.Equal(t, []string{"alarm", "ignored"}, eventOutcomes(t, svc), "a failed Refund returned nothing")
+	})
 }
 
 // eventOutcomes lists the recorded outcome of each event, in order.

@@ -10,6 +10,7 @@ import (
 	"github.com/stripe/stripe-go/v79"
 
 	"github.com/paymentsd/paymentsd/emulator/stripefake"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
 
@@ -196,4 +197,125 @@ func TestWebhookSecondAuthorizationOfAPaymentIntentIsAnAlarm(t *testing.T) {
 		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
 		requireProblem(t, svc.PostPayment(t, bundle.apiKey, "late", manualVisa), http.StatusServiceUnavailable, "needs-attention")
 	})
+}
+
+// refundRecordedFailed makes refund key "back" of payment p a refund whose
+// answer was lost (Stripe made Refund re_A, pending; the row records no
+// Refund), then settled by the refund.updated of re_A, which failed: the
+// key answers "failed" and the reservation is given back. It returns re_A.
+func refundRecordedFailed(t *testing.T, svc *testutil.Service, em *testutil.Emulator, apiKey string, p payment) string {
+	t.Helper()
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	em.Inject(stripefake.Fault{Kind: stripefake.FaultLostAnswer})
+	requireProblem(t, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "processor-unavailable")
+	rfs := em.Refunds()
+	require.Len(t, rfs, 1)
+	reA := rfs[0].ID
+
+	_, err := em.SetRefundStatus(reA, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+	require.NoError(t, err)
+	_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now())
+	require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+	require.Equal(t, []string{"applied"}, eventOutcomes(t, svc))
+	told := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, told.Status, "body: %s", told.Body)
+	require.Equal(t, "failed", decode[refund](t, told).Status, "the client is told the refund failed")
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
+	return reA
+}
+
+// TestWebhookSecondRefundOfARefundRecordedFailedReopensItsKey: a refund
+// whose answer was lost is settled by the refund.updated of its Refund
+// re_A, which failed: the key answers "failed" and the reservation is given
+// back. A second Refund re_B of the same intent then succeeds: money
+// returned for a refund the client was told failed. As for a declined
+// payment whose intent's other PaymentIntent succeeds, the key goes back
+// to the operator (the "second Refund" alarm alone left it answering
+// "failed", and the client, told so, refunds again under a new key), who
+// settles it as refunded by re_B.
+func TestWebhookSecondRefundOfARefundRecordedFailedReopensItsKey(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+	reA := refundRecordedFailed(t, svc, em, apiKey, p)
+
+	// A second Refund of the intent succeeds: the money went back.
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	require.Contains(t, lastEventReason(t, svc), "recorded failed (lost_or_stolen_card) by Refund "+reA)
+	require.Contains(t, lastEventReason(t, svc), "money returned for a refund answered failed")
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+
+	// The customer got 600 back; the key must no longer say "failed".
+	id := keyID(t, svc, "back")
+	var parked bool
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT needs_attention_at IS NOT NULL FROM idempotency_keys WHERE id = $1", id).Scan(&parked))
+	replay := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.True(t, parked,
+		"Refund %s returned 600 for refund key \"back\", which still answers %d %s (refund failed): the client will refund again",
+		reB.ID, replay.Status, replay.Body)
+	requireProblem(t, replay, http.StatusServiceUnavailable, "needs-attention")
+
+	// The operator settles it as refunded by re_B: the refund, recorded
+	// failed by an event, succeeds with re_B, and takes its 600 again.
+	_, err := svc.App.Resolve(context.Background(), id, reA)
+	require.ErrorIs(t, err, payments.ErrResolutionRefused, "re_A failed")
+	settled, err := svc.App.Resolve(context.Background(), id, reB.ID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+	replay = postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, replay.Status, "body: %s", replay.Body)
+	got := decode[refund](t, replay)
+	require.Equal(t, "succeeded", got.Status)
+	require.Equal(t, reB.ID, *got.StripeRefundID)
+	require.EqualValues(t, 600, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+	rest := postRefund(t, svc, apiKey, "rest", p.ID, `{}`)
+	require.EqualValues(t, 1400, decode[refund](t, rest).Amount, "the 600 refunded is not refundable again")
+
+	// re_A's and re_B's later events change nothing.
+	for _, re := range []string{reA, reB.ID} {
+		_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+re), time.Now().Add(2*time.Second))
+		require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+	}
+	require.Equal(t, []string{"applied", "alarm", "ignored", "applied"}, eventOutcomes(t, svc))
+	require.EqualValues(t, 2000, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+}
+
+// TestWebhookSecondRefundOfARefundRecordedFailedIsRefusedWithoutRoom: the
+// key of a refund recorded failed goes back to the operator when a second
+// Refund of its intent succeeds, but meanwhile the client, told "failed",
+// refunded again under another key, which holds the amount the failure
+// gave back. Settling the key as refunded would take more than was
+// captured: it is refused, saying why, never a constraint's error.
+func TestWebhookSecondRefundOfARefundRecordedFailedIsRefusedWithoutRoom(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+	refundRecordedFailed(t, svc, em, apiKey, p)
+
+	// The client's new refund reserves 1500 and awaits an operator.
+	em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+	requireProblem(t, postRefund(t, svc, apiKey, "again", p.ID, `{"amount": 1500}`), http.StatusServiceUnavailable, "needs-attention")
+
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	requireProblem(t, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+
+	_, err := svc.App.Resolve(context.Background(), keyID(t, svc, "back"), reB.ID)
+	require.ErrorIs(t, err, payments.ErrResolutionRefused)
+	require.ErrorContains(t, err, "500 of 2000 left to refund")
+	require.ErrorContains(t, err, "returned money twice")
+	requireProblem(t, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+	require.EqualValues(t, 0, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"], "nothing moved")
 }

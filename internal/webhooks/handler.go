@@ -214,6 +214,22 @@ func (h *Handler) apply(ctx context.Context, tx db.Tx, event *stripe.Event) (str
 				StripePaymentIntentID: &sr.PaymentIntent.ID, IntentID: &intentID,
 			})
 		}
+		// Money returned (succeeded) or being returned (pending,
+		// requires_action) by a Refund this deployment made; one that
+		// failed or was canceled returned nothing.
+		returned := sr.Status != stripe.RefundStatusFailed && sr.Status != stripe.RefundStatusCanceled
+		if errors.Is(err, db.ErrNotFound) && intentID != "" && returned {
+			// Made by this deployment for an intent no refund here
+			// records any more (a failover or a restore lost it, with
+			// its key, or with its payment): money returned that no
+			// refund shows.
+			how := "returned"
+			if sr.Status != stripe.RefundStatusSucceeded {
+				how = "being returned"
+			}
+			return "", phases.Alarm("Refund %s of intent %s is %s for %d, and no refund here records it: "+
+				"money %s for a refund that was lost", sr.ID, intentID, sr.Status, sr.Amount, how)
+		}
 		if errors.Is(err, db.ErrNotFound) {
 			return "no refund here was made for Refund " + sr.ID, nil
 		} else if err != nil {

@@ -537,9 +537,10 @@ WITH prev AS (
         failure_reason   = $4,
         updated_at       = now()
     WHERE refunds.id = $1
-      -- Once Stripe's own word (a webhook) moved the refund, this record
-      -- is late: no row, and the run stops (its key was finished too).
-      AND refunds.status_at IS NULL
+      -- Once Stripe's own word (a webhook) moved the refund, a run's
+      -- record is late: no row, and the run stops (its key was finished
+      -- too). An operator settles a key parked since, Stripe consulted.
+      AND (refunds.status_at IS NULL OR $5::boolean)
     RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 ), payment AS (
     UPDATE payments AS p
@@ -569,6 +570,7 @@ type RefundRecordOutcomeParams struct {
 	Status         string
 	StripeRefundID *string
 	FailureReason  *string
+	ByOperator     bool
 }
 
 type RefundRecordOutcomeRow struct {
@@ -599,13 +601,17 @@ type RefundRecordOutcomeRow struct {
 // the change of status alone: a refund that succeeds is refunded; one that
 // fails gives back what it reserved (and refunded); one an operator
 // settles as refunded after it was recorded failed reserves its amount
-// again.
+// again (the caller checks, the payment locked, that it still has room).
+// by_operator records an operator's settling, which overrides what
+// Stripe's events recorded (a refund an event recorded failed, whose
+// intent's second Refund succeeded).
 func (q *Queries) RefundRecordOutcome(ctx context.Context, db DBTX, arg *RefundRecordOutcomeParams) (*RefundRecordOutcomeRow, error) {
 	row := db.QueryRow(ctx, refundRecordOutcome,
 		arg.ID,
 		arg.Status,
 		arg.StripeRefundID,
 		arg.FailureReason,
+		arg.ByOperator,
 	)
 	var i RefundRecordOutcomeRow
 	err := row.Scan(

@@ -28,16 +28,26 @@ type EventSettler struct {
 // contradicts what is recorded: a second Refund of the refund's intent, a
 // Refund of this intent with another amount, a key parked for a conflict
 // (the operator's alone), or money moving for a refund recorded as failed
-// or not refunded (its key goes back to the operator, from its tombstone if
-// the reaper took it).
+// or not refunded, by its own Refund or by a second one of its intent (its
+// key goes back to the operator, from its tombstone if the reaper took it).
 func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, sr *stripe.Refund, at time.Time) (ignored string, err error) {
 	status := outcomeOf(sr).Status
 	switch {
+	case refund.StripeRefundID != nil && *refund.StripeRefundID != sr.ID && refund.Status == StatusFailed && status != StatusFailed:
+		// Before any check of order, as below: a second Refund of the
+		// intent of a refund recorded failed returns (or is returning)
+		// the money the refund's key says was not returned. A client
+		// told "failed" would refund again under a new key.
+		why := fmt.Sprintf("Refund %s of refund %d's intent is %s for %d, and refund %d was recorded failed (%s) by Refund %s: "+
+			"money %s for a refund answered failed", sr.ID, refund.ID, status, sr.Amount, refund.ID,
+			deref(refund.FailureReason), *refund.StripeRefundID, moved(status))
+		return "", s.reopen(ctx, tx, refund, why, sr.ID)
 	case refund.StripeRefundID != nil && *refund.StripeRefundID != sr.ID:
 		// Before any check of order: the money of a second Refund is
 		// returned whatever this event's time. Nothing recorded is its,
 		// and the refund's key is not settled by it: the key answers for
-		// the Refund it recorded.
+		// the Refund it recorded, which returned the money (or is
+		// returning it) once already.
 		return second(refund, sr, status)
 	case sr.Amount != refund.Amount:
 		return "", phases.Alarm("Refund %s is for %d, refund %d for %d", sr.ID, sr.Amount, refund.ID, refund.Amount)
@@ -50,8 +60,8 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 		// would move this Refund back is older than what is recorded.
 		return fmt.Sprintf("Refund %s is %s already; %s is an older state", sr.ID, refund.Status, status), nil
 	case refund.Status == StatusFailed && status != StatusFailed:
-		why := fmt.Sprintf("Refund %s is %s for refund %d, recorded failed (%s): money moved",
-			sr.ID, status, refund.ID, deref(refund.FailureReason))
+		why := fmt.Sprintf("Refund %s is %s for refund %d, recorded failed (%s): money %s for a refund answered failed",
+			sr.ID, status, refund.ID, deref(refund.FailureReason), moved(status))
 		// The key answers "not refunded" no more: a client told so would
 		// refund again under a new key.
 		return "", s.reopen(ctx, tx, refund, why, sr.ID)
@@ -82,16 +92,26 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 }
 
 // second weighs a Refund of the refund's intent that is not the one the
-// refund records: one that failed (or was canceled) returned nothing, and
-// is ignored; any other returns, or is returning, the money a second time.
+// refund records, a refund not recorded failed: one that failed (or was
+// canceled) returned nothing, and is ignored; any other returns, or is
+// returning, the money a second time.
 func second(refund *dbsqlc.Refund, sr *stripe.Refund, status string) (string, error) {
 	if status == StatusFailed {
 		return fmt.Sprintf("Refund %s of refund %d's intent is %s: a second Refund, which returned nothing (refund %d records Refund %s)",
 			sr.ID, refund.ID, sr.Status, refund.ID, *refund.StripeRefundID), nil
 	}
 	return "", phases.Alarm("Refund %s of refund %d's intent is %s for %d, and refund %d records Refund %s (%s for %d): "+
-		"a second refund, money returned twice", sr.ID, refund.ID, sr.Status, sr.Amount, refund.ID, *refund.StripeRefundID,
-		refund.Status, refund.Amount)
+		"a second refund, money %s twice", sr.ID, refund.ID, sr.Status, sr.Amount, refund.ID, *refund.StripeRefundID,
+		refund.Status, refund.Amount, moved(status))
+}
+
+// moved words what a Refund of status did with the money: returned it, or
+// (pending) is returning it.
+func moved(status string) string {
+	if status == StatusPending {
+		return "being returned"
+	}
+	return "returned"
 }
 
 // reopen hands the key that answered refund as not refunded back to an

@@ -102,9 +102,17 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 	})
 }
 
-// settle records the operator's outcome on the refund and audits it.
+// settle records the operator's outcome on the refund and audits it. A
+// refund recorded failed (by its run, or by an event of its Refund) that
+// the operator settles as refunded takes its amount back from the payment:
+// refused when the payment no longer has it.
 func settle(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey, refund *dbsqlc.Refund, out *Outcome, as string) (*phases.Response, error) {
-	resp, err := recordOutcome(ctx, tx, refund, out)
+	if refund.Status == StatusFailed && !out.Rejected && out.Status != StatusFailed {
+		if err := roomFor(ctx, tx, refund, out); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := recordOutcome(ctx, tx, refund, out, true)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +124,27 @@ func settle(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey, refund *d
 		return nil, fmt.Errorf("error auditing resolution: %w", err)
 	}
 	return resp, nil
+}
+
+// roomFor locks refund's payment, after the refund and its key, as a
+// webhook's RefundTransition does, and refuses to settle as refunded a
+// refund recorded failed whose amount the payment no longer has to
+// reserve: the failure gave it back, and another refund (the client's
+// retry under a new key, told "failed") took it. Unless that one is
+// undone, the customer was refunded twice, which no answer of this key
+// can record.
+func roomFor(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, out *Outcome) error {
+	p, err := dbsqlc.New().PaymentLockForRefund(ctx, tx, &dbsqlc.PaymentLockForRefundParams{UserID: refund.UserID, PublicID: refund.PaymentPublicID})
+	if err != nil {
+		return fmt.Errorf("error locking payment %d: %w", refund.PaymentID, err)
+	}
+	if left := p.AmountCaptured - p.AmountReserved; left < refund.Amount {
+		return fmt.Errorf("%w: refund %d was recorded failed and gave its %d back to payment %d, which has %d of %d left "+
+			"to refund now: other refunds took the rest, and if they stand, Refund %s returned money twice, "+
+			"which this key cannot record (docs/operations.md)", payments.ErrResolutionRefused, refund.ID, refund.Amount,
+			refund.PaymentID, left, p.AmountCaptured, out.StripeRefundID)
+	}
+	return nil
 }
 
 // lockRefundOfKey locks the refund key keyID made, if any, before the key
