@@ -42,7 +42,10 @@ func lastEventReason(t *testing.T, svc *testutil.Service) string {
 // the money again. Its events find no refund by their Refund, and the
 // refund's intent no longer counts as unresolved; they were answered "no
 // refund here was made for Refund re_…" and ignored. Money returned twice
-// is an alarm, whatever the events' order, and changes nothing recorded.
+// is an alarm, whatever the events' order, and changes no refund or
+// payment; the refund's key goes back to the operator, parked for a
+// conflict: a double refund is the operator's to weigh, and the key no
+// longer answers "refunded once" as if nothing happened.
 func TestWebhookSecondRefundOfARefundIntentIsAnAlarm(t *testing.T) {
 	t.Parallel()
 	em := testutil.StartEmulator(t, stripefake.Options{})
@@ -84,17 +87,18 @@ func TestWebhookSecondRefundOfARefundIntentIsAnAlarm(t *testing.T) {
 	requireMetric(t, svc, `paymentsd_webhook_events_total{outcome="alarm",type="refund.created"} 1`)
 	requireMetric(t, svc, `paymentsd_webhook_events_total{outcome="alarm",type="refund.updated"} 1`)
 
-	// Nothing recorded moved: the refund keeps its Refund, the payment
-	// counts the money once, and the key answers as it did.
+	// Nothing recorded moved: the refund keeps its Refund, and the
+	// payment counts the money once. The key, though, awaits the
+	// operator (once, for both events): a double refund is theirs, and
+	// answering "refunded" by re_A alone would hide it.
 	var stripeRefundID, status string
 	require.NoError(t, svc.Pool.QueryRow(context.Background(),
 		"SELECT stripe_refund_id, status FROM refunds WHERE payment_id = $1", rowID(t, svc, p.ID)).Scan(&stripeRefundID, &status))
 	require.Equal(t, *first.StripeRefundID, stripeRefundID)
 	require.Equal(t, "succeeded", status)
 	require.EqualValues(t, 600, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
-	replay := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
-	require.Equal(t, http.StatusCreated, replay.Status, "body: %s", replay.Body)
-	require.Equal(t, *first.StripeRefundID, *decode[refund](t, replay).StripeRefundID)
+	requireProblem(t, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
 
 	// The second Refund then fails: the money came back, and its event is
 	// only ignored.
@@ -105,6 +109,17 @@ func TestWebhookSecondRefundOfARefundIntentIsAnAlarm(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
 	require.Equal(t, []string{"applied", "alarm", "alarm", "ignored"}, eventOutcomes(t, svc))
 	require.EqualValues(t, 600, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+
+	// The operator, who learned the second returned nothing, settles the
+	// key as refunded by re_A, as it was.
+	settled, err := svc.App.Resolve(context.Background(), keyID(t, svc, "back"), *first.StripeRefundID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+	replay := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, replay.Status, "body: %s", replay.Body)
+	require.Equal(t, *first.StripeRefundID, *decode[refund](t, replay).StripeRefundID)
+	require.EqualValues(t, 600, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
 }
 
 // TestWebhookSecondAuthorizationOfAPaymentIntentIsAnAlarm: a manual
@@ -286,6 +301,86 @@ func TestWebhookSecondRefundOfARefundRecordedFailedReopensItsKey(t *testing.T) {
 	}
 	require.Equal(t, []string{"applied", "alarm", "ignored", "applied"}, eventOutcomes(t, svc))
 	require.EqualValues(t, 2000, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+}
+
+// TestWebhookSecondRefundWhileTheFirstIsPendingParksTheKey: refund key
+// "back" answered 201 pending for its Refund re_A. A second Refund re_B of
+// the same intent succeeds: the money went back. Then re_A fails. The
+// "second Refund" alarm alone left the key answering pending, and re_A's
+// failure then recorded the refund failed, gave its reservation back and
+// answered "failed": a client told so refunds again, though re_B returned
+// the money. re_B hands the key to the operator instead, parked for a
+// conflict, so re_A's failure changes nothing but raises an alarm, and the
+// operator settles it as refunded by re_B.
+func TestWebhookSecondRefundWhileTheFirstIsPendingParksTheKey(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	created := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+	first := decode[refund](t, created)
+	require.Equal(t, "pending", first.Status)
+	reA := *first.StripeRefundID
+	amounts := func() (refunded, reserved int64, status string) {
+		t.Helper()
+		require.NoError(t, svc.Pool.QueryRow(context.Background(),
+			"SELECT p.amount_refunded, p.amount_reserved, r.status FROM payments p JOIN refunds r ON r.payment_id = p.id WHERE p.id = $1",
+			rowID(t, svc, p.ID)).Scan(&refunded, &reserved, &status))
+		return refunded, reserved, status
+	}
+	refunded, reserved, status := amounts()
+	require.Equal(t, "pending", status)
+
+	// A second Refund re_B of the intent succeeds: the money went back.
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	require.Contains(t, lastEventReason(t, svc), reA)
+	id := keyID(t, svc, "back")
+	var parked bool
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT needs_attention_kind IS NOT DISTINCT FROM 'conflict' FROM idempotency_keys WHERE id = $1", id).Scan(&parked))
+	replay := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.True(t, parked,
+		"Refund %s returned 600 for refund key \"back\", pending by Refund %s, which still answers %d %s: "+
+			"re_A's failure will answer \"failed\" and the client will refund again", reB.ID, reA, replay.Status, replay.Body)
+	requireProblem(t, replay, http.StatusServiceUnavailable, "needs-attention")
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+
+	// re_A then fails: the key is the operator's, and nothing moves.
+	_, err := em.SetRefundStatus(reA, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+	require.NoError(t, err)
+	_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now().Add(2*time.Second))
+	resp = deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	require.Equal(t, []string{"alarm", "alarm"}, eventOutcomes(t, svc))
+	gotRefunded, gotReserved, gotStatus := amounts()
+	require.Equal(t, []any{refunded, reserved, "pending"}, []any{gotRefunded, gotReserved, gotStatus}, "re_A's failure moved nothing")
+	requireProblem(t, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+
+	// The operator settles it as refunded by re_B.
+	_, err = svc.App.Resolve(context.Background(), id, reA)
+	require.ErrorIs(t, err, payments.ErrResolutionRefused, "re_A failed")
+	settled, err := svc.App.Resolve(context.Background(), id, reB.ID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+	replay = postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, replay.Status, "body: %s", replay.Body)
+	got := decode[refund](t, replay)
+	require.Equal(t, "succeeded", got.Status)
+	require.Equal(t, reB.ID, *got.StripeRefundID)
+	require.EqualValues(t, 600, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+	rest := postRefund(t, svc, apiKey, "rest", p.ID, `{}`)
+	require.EqualValues(t, 1400, decode[refund](t, rest).Amount, "the 600 refunded is not refundable again")
 }
 
 // TestWebhookSecondRefundOfARefundRecordedFailedIsRefusedWithoutRoom: the

@@ -25,11 +25,13 @@ type EventSettler struct {
 // stays failed. A refund whose outcome was unknown also finishes its key
 // with the answer the refund flow would have stored. It returns why it
 // changed nothing, or "", or a *phases.AlarmError when Stripe's word
-// contradicts what is recorded: a second Refund of the refund's intent, a
-// Refund of this intent with another amount, a key parked for a conflict
-// (the operator's alone), or money moving for a refund recorded as failed
-// or not refunded, by its own Refund or by a second one of its intent (its
-// key goes back to the operator, from its tombstone if the reaper took it).
+// contradicts what is recorded: a Refund of this intent with another
+// amount, a key parked for a conflict (the operator's alone), a second
+// Refund of the refund's intent that returned (or is returning) money, or
+// money moving for a refund recorded as failed or not refunded by its own
+// Refund. A second Refund, or money moving for a refund recorded failed,
+// hands its key back to the operator, parked for a conflict, from its
+// tombstone if the reaper took it.
 func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, sr *stripe.Refund, at time.Time) (ignored string, err error) {
 	status := outcomeOf(sr).Status
 	switch {
@@ -41,14 +43,24 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 		why := fmt.Sprintf("Refund %s of refund %d's intent is %s for %d, and refund %d was recorded failed (%s) by Refund %s: "+
 			"money %s for a refund answered failed", sr.ID, refund.ID, status, sr.Amount, refund.ID,
 			deref(refund.FailureReason), *refund.StripeRefundID, moved(status))
-		return "", s.reopen(ctx, tx, refund, why, sr.ID)
+		return "", s.reopen(ctx, tx, refund, why, "; resolve it as refunded by "+sr.ID)
 	case refund.StripeRefundID != nil && *refund.StripeRefundID != sr.ID:
 		// Before any check of order: the money of a second Refund is
 		// returned whatever this event's time. Nothing recorded is its,
-		// and the refund's key is not settled by it: the key answers for
-		// the Refund it recorded, which returned the money (or is
-		// returning it) once already.
-		return second(refund, sr, status)
+		// and the refund's key is not settled by it. Unless it returned
+		// nothing, its key goes back to the operator, parked for a
+		// conflict: a pending refund's own Refund may still fail, and its
+		// event would answer "failed" for money this one returned (a
+		// client told so refunds again); a succeeded one returned the
+		// money twice, which only the operator can weigh.
+		if status == StatusFailed {
+			return fmt.Sprintf("Refund %s of refund %d's intent is %s: a second Refund, which returned nothing (refund %d records Refund %s)",
+				sr.ID, refund.ID, sr.Status, refund.ID, *refund.StripeRefundID), nil
+		}
+		return "", s.reopen(ctx, tx, refund, fmt.Sprintf("Refund %s of refund %d's intent is %s for %d, and refund %d records Refund %s (%s for %d): "+
+			"a second refund, money %s twice", sr.ID, refund.ID, sr.Status, sr.Amount, refund.ID, *refund.StripeRefundID,
+			refund.Status, refund.Amount, moved(status)),
+			fmt.Sprintf("; resolve it as refunded by %s or %s, as the truth is", sr.ID, *refund.StripeRefundID))
 	case sr.Amount != refund.Amount:
 		return "", phases.Alarm("Refund %s is for %d, refund %d for %d", sr.ID, sr.Amount, refund.ID, refund.Amount)
 	case refund.StatusAt != nil && at.Before(*refund.StatusAt):
@@ -64,7 +76,7 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 			sr.ID, status, refund.ID, deref(refund.FailureReason), moved(status))
 		// The key answers "not refunded" no more: a client told so would
 		// refund again under a new key.
-		return "", s.reopen(ctx, tx, refund, why, sr.ID)
+		return "", s.reopen(ctx, tx, refund, why, "; resolve it as refunded by "+sr.ID)
 	case status == StatusPending && refund.Status == StatusSucceeded:
 		return fmt.Sprintf("refund %d succeeded already", refund.ID), nil
 	}
@@ -91,20 +103,6 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 	return "", nil
 }
 
-// second weighs a Refund of the refund's intent that is not the one the
-// refund records, a refund not recorded failed: one that failed (or was
-// canceled) returned nothing, and is ignored; any other returns, or is
-// returning, the money a second time.
-func second(refund *dbsqlc.Refund, sr *stripe.Refund, status string) (string, error) {
-	if status == StatusFailed {
-		return fmt.Sprintf("Refund %s of refund %d's intent is %s: a second Refund, which returned nothing (refund %d records Refund %s)",
-			sr.ID, refund.ID, sr.Status, refund.ID, *refund.StripeRefundID), nil
-	}
-	return "", phases.Alarm("Refund %s of refund %d's intent is %s for %d, and refund %d records Refund %s (%s for %d): "+
-		"a second refund, money %s twice", sr.ID, refund.ID, sr.Status, sr.Amount, refund.ID, *refund.StripeRefundID,
-		refund.Status, refund.Amount, moved(status))
-}
-
 // moved words what a Refund of status did with the money: returned it, or
 // (pending) is returning it.
 func moved(status string) string {
@@ -114,11 +112,11 @@ func moved(status string) string {
 	return "returned"
 }
 
-// reopen hands the key that answered refund as not refunded back to an
-// operator, from its tombstone if the reaper took it, and returns the
-// alarm to record.
-func (s *EventSettler) reopen(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, why, refundID string) error {
-	resolve := "; resolve it as refunded by " + refundID
+// reopen hands the key of refund, whose answer a Refund contradicts (not
+// refunded, or refunded once), back to an operator, parked for a conflict,
+// from its tombstone if the reaper took it, and returns the alarm to
+// record. resolve tells the operator how to settle it.
+func (s *EventSettler) reopen(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, why, resolve string) error {
 	if refund.IdempotencyKeyID != nil {
 		if _, err := s.Engine.Reopen(ctx, tx, *refund.IdempotencyKeyID, RefundCreated, why+resolve); err != nil {
 			return err
