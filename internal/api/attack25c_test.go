@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/emulator/stripefake"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
 
@@ -101,4 +102,26 @@ func TestAttack25cResolutionOfASecondRefundDoesNotStick(t *testing.T) {
 	require.Equal(t, http.StatusCreated, replay.Status,
 		"the operator settled key %d as refunded by %s; another event of %s, no news, parked it again: %s", id, reA, reB.ID, replay.Body)
 	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+}
+
+// TestAttack25cOneRefundResolvesTwoKeysIsARefusal: two refund keys of one
+// payment, 600 each, await an operator. A Refund made in the Dashboard (no
+// metadata) of 600 settles the first. Offered for the second too, it must
+// be refused as a resolution (ErrResolutionRefused, saying refund N
+// records it), not fail on refunds_stripe_refund_id_key.
+func TestAttack25cOneRefundResolvesTwoKeysIsARefusal(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	_, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay")
+	for _, k := range []string{"k1", "k2"} {
+		em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+		requireProblem(t, postRefund(t, svc, apiKey, k, p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+	}
+	reX := secondRefund(t, em, *p.StripePaymentIntentID, 600, nil)
+	_, err := svc.App.Resolve(context.Background(), keyID(t, svc, "k1"), reX.ID)
+	require.NoError(t, err)
+	_, err = svc.App.Resolve(context.Background(), keyID(t, svc, "k2"), reX.ID)
+	require.ErrorIs(t, err, payments.ErrResolutionRefused, "got %v", err)
 }
