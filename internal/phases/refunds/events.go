@@ -57,10 +57,15 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 			return fmt.Sprintf("Refund %s of refund %d's intent is %s: a second Refund, which returned nothing (refund %d records Refund %s)",
 				sr.ID, refund.ID, sr.Status, refund.ID, *refund.StripeRefundID), nil
 		}
+		// The refund records a Refund that did not fail (that case is
+		// above): it is settled by that one, never by this one
+		// (Resolver.Charged refuses), unless the recorded one fails.
+		first := *refund.StripeRefundID
 		return "", s.reopen(ctx, tx, refund, fmt.Sprintf("Refund %s of refund %d's intent is %s for %d, and refund %d records Refund %s (%s for %d): "+
-			"a second refund, money %s twice", sr.ID, refund.ID, sr.Status, sr.Amount, refund.ID, *refund.StripeRefundID,
+			"a second refund, money %s twice", sr.ID, refund.ID, sr.Status, sr.Amount, refund.ID, first,
 			refund.Status, refund.Amount, moved(status)),
-			fmt.Sprintf("; resolve it as refunded by %s or %s, as the truth is", sr.ID, *refund.StripeRefundID))
+			fmt.Sprintf("; resolve it as refunded by %s, and deal with %s in Stripe (if both stand, the money was returned twice); "+
+				"only if %s fails, resolve it as refunded by %s", first, sr.ID, first, sr.ID))
 	case sr.Amount != refund.Amount:
 		return "", phases.Alarm("Refund %s is for %d, refund %d for %d", sr.ID, sr.Amount, refund.ID, refund.Amount)
 	case refund.StatusAt != nil && at.Before(*refund.StatusAt):
