@@ -36,6 +36,14 @@ SELECT *
 FROM refunds
 WHERE idempotency_key_id = @idempotency_key_id;
 
+-- RefundGetByStripeRefundID is the refund that records a Stripe Refund, if
+-- any (stripe_refund_id is uniquely indexed): an operator offering a Refund
+-- another refund records is refused, not failed on the constraint.
+-- name: RefundGetByStripeRefundID :one
+SELECT *
+FROM refunds
+WHERE stripe_refund_id = @stripe_refund_id;
+
 -- RefundLockByIdempotencyKeyID locks the refund a key made, as a webhook
 -- about it locks it: before the key.
 -- name: RefundLockByIdempotencyKeyID :one
@@ -67,7 +75,9 @@ WHERE user_id = @user_id
 -- again (the caller checks, the payment locked, that it still has room).
 -- by_operator records an operator's settling, which overrides what
 -- Stripe's events recorded (a refund an event recorded failed, whose
--- intent's second Refund succeeded).
+-- intent's second Refund succeeded), but never moves a refund out of
+-- succeeded: the money its Refund returned stays counted, whatever the
+-- caller offers (no row: the caller checks first and refuses).
 -- name: RefundRecordOutcome :one
 WITH prev AS (
     SELECT pr.status
@@ -84,6 +94,7 @@ WITH prev AS (
       -- record is late: no row, and the run stops (its key was finished
       -- too). An operator settles a key parked since, Stripe consulted.
       AND (refunds.status_at IS NULL OR sqlc.arg(by_operator)::boolean)
+      AND NOT (sqlc.arg(by_operator)::boolean AND refunds.status = 'succeeded' AND @status <> 'succeeded')
     RETURNING *
 ), payment AS (
     UPDATE payments AS p

@@ -267,3 +267,25 @@ func TestOperatorResolve(t *testing.T) {
 		require.Error(t, err, "the key's last run sent a refund create a moment ago; Stripe may still be executing it")
 	})
 }
+
+// TestOperatorResolveOneRefundForTwoKeysIsRefused: two refund keys of one
+// payment, 600 each, await an operator. A Refund made in the Dashboard (no
+// metadata) of 600 settles the first. Offered for the second too, it is
+// refused as a resolution (ErrResolutionRefused, saying refund N records
+// it), not failed on refunds_stripe_refund_id_key.
+func TestOperatorResolveOneRefundForTwoKeysIsRefused(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	_, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay")
+	for _, k := range []string{"k1", "k2"} {
+		em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})
+		requireProblem(t, postRefund(t, svc, apiKey, k, p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+	}
+	reX := secondRefund(t, em, *p.StripePaymentIntentID, 600, nil)
+	_, err := svc.App.Resolve(context.Background(), keyID(t, svc, "k1"), reX.ID)
+	require.NoError(t, err)
+	_, err = svc.App.Resolve(context.Background(), keyID(t, svc, "k2"), reX.ID)
+	require.ErrorIs(t, err, payments.ErrResolutionRefused, "got %v", err)
+}

@@ -414,3 +414,94 @@ func TestWebhookSecondRefundOfARefundRecordedFailedIsRefusedWithoutRoom(t *testi
 	requireProblem(t, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
 	require.EqualValues(t, 0, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"], "nothing moved")
 }
+
+// TestWebhookSecondRefundPendingDoesNotUnrefundASucceededRefund: refund
+// key "back" succeeded with Refund re_A (600 returned, counted in
+// amount_refunded). A second Refund re_B of its intent, pending, parks the
+// key for a conflict, and the alarm tells the operator to resolve it as
+// refunded by re_A and deal with re_B in Stripe. Resolving it by re_B is
+// refused, as re_A did not fail, and nothing moves: the refund stays
+// succeeded, its 600 counted. When re_B then fails, the books still say
+// re_A returned 600.
+func TestWebhookSecondRefundPendingDoesNotUnrefundASucceededRefund(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+
+	created := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+	first := decode[refund](t, created)
+	require.Equal(t, "succeeded", first.Status)
+	reA := *first.StripeRefundID
+	require.EqualValues(t, 600, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	require.Contains(t, lastEventReason(t, svc), reA)
+	id := keyID(t, svc, "back")
+	requireProblem(t, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+
+	// The operator tries to resolve it by re_B.
+	_, err := svc.App.Resolve(context.Background(), id, reB.ID)
+	t.Logf("resolve by pending %s: err=%v", reB.ID, err)
+	require.ErrorIs(t, err, payments.ErrResolutionRefused, "refunded by %s, which did not fail", reA)
+	require.ErrorContains(t, err, "resolve it as refunded by "+reA)
+	require.EqualValues(t, 600, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"],
+		"Refund %s returned 600 and succeeded; resolving its key by pending Refund %s took the 600 out of amount_refunded", reA, reB.ID)
+
+	// re_B fails: nothing of the 600 re_A returned is left in the books.
+	_, err = em.SetRefundStatus(reB.ID, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+	require.NoError(t, err)
+	_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(2*time.Second))
+	require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+	require.EqualValues(t, 600, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"],
+		"re_A returned 600, the books say %v", getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+}
+
+// TestWebhookSecondRefundReopensItsKeyOnce: refund key "back" succeeded
+// with Refund re_A; a second Refund re_B of its intent succeeded too, and
+// its refund.created parked the key for a conflict. The operator weighs it
+// and resolves the key as refunded by re_A. Stripe sends, for the same
+// change of re_B, charge.refund.updated as well (another event id, no
+// news): it only alarms, and the settled key keeps its answer, the
+// needs-attention gauge at 0.
+func TestWebhookSecondRefundReopensItsKeyOnce(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+
+	created := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+	reA := *decode[refund](t, created).StripeRefundID
+
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	object := stripeObject(t, svc, "/v1/refunds/"+reB.ID)
+	_, payload := event("refund.created", object, time.Now().Add(time.Second))
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+	id := keyID(t, svc, "back")
+
+	settled, err := svc.App.Resolve(context.Background(), id, reA)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`).Status)
+
+	// The same change of re_B, as charge.refund.updated.
+	_, payload = event("charge.refund.updated", object, time.Now().Add(time.Second))
+	resp = deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status)
+	t.Logf("charge.refund.updated of %s: %s (%s)", reB.ID, resp.Body, lastEventReason(t, svc))
+	replay := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, replay.Status,
+		"the operator settled key %d as refunded by %s; another event of %s, no news, parked it again: %s", id, reA, reB.ID, replay.Body)
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+}

@@ -132,6 +132,43 @@ func (q *Queries) RefundGetByPublicIDForUser(ctx context.Context, db DBTX, arg *
 	return &i, err
 }
 
+const refundGetByStripeRefundID = `-- name: RefundGetByStripeRefundID :one
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+FROM refunds
+WHERE stripe_refund_id = $1
+`
+
+// RefundGetByStripeRefundID is the refund that records a Stripe Refund, if
+// any (stripe_refund_id is uniquely indexed): an operator offering a Refund
+// another refund records is refused, not failed on the constraint.
+func (q *Queries) RefundGetByStripeRefundID(ctx context.Context, db DBTX, stripeRefundID *string) (*Refund, error) {
+	row := db.QueryRow(ctx, refundGetByStripeRefundID, stripeRefundID)
+	var i Refund
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.PaymentID,
+		&i.IdempotencyKeyID,
+		&i.Amount,
+		&i.Currency,
+		&i.Reason,
+		&i.Status,
+		&i.StripeRefundID,
+		&i.FailureReason,
+		&i.RefundAttempt,
+		&i.RefundAttemptSpentAt,
+		&i.RefundAttemptAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.IntentID,
+		&i.StatusAt,
+		&i.PublicID,
+		&i.LegacyID,
+		&i.PaymentPublicID,
+	)
+	return &i, err
+}
+
 const refundInsert = `-- name: RefundInsert :one
 WITH reserved AS (
     UPDATE payments AS p
@@ -541,6 +578,7 @@ WITH prev AS (
       -- record is late: no row, and the run stops (its key was finished
       -- too). An operator settles a key parked since, Stripe consulted.
       AND (refunds.status_at IS NULL OR $5::boolean)
+      AND NOT ($5::boolean AND refunds.status = 'succeeded' AND $2 <> 'succeeded')
     RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
 ), payment AS (
     UPDATE payments AS p
@@ -604,7 +642,9 @@ type RefundRecordOutcomeRow struct {
 // again (the caller checks, the payment locked, that it still has room).
 // by_operator records an operator's settling, which overrides what
 // Stripe's events recorded (a refund an event recorded failed, whose
-// intent's second Refund succeeded).
+// intent's second Refund succeeded), but never moves a refund out of
+// succeeded: the money its Refund returned stays counted, whatever the
+// caller offers (no row: the caller checks first and refuses).
 func (q *Queries) RefundRecordOutcome(ctx context.Context, db DBTX, arg *RefundRecordOutcomeParams) (*RefundRecordOutcomeRow, error) {
 	row := db.QueryRow(ctx, refundRecordOutcome,
 		arg.ID,

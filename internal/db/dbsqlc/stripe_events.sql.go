@@ -344,6 +344,32 @@ func (q *Queries) RefundTransition(ctx context.Context, db DBTX, arg *RefundTran
 	return &i, err
 }
 
+const stripeEventAlarmRaisedBefore = `-- name: StripeEventAlarmRaisedBefore :one
+SELECT EXISTS (
+    SELECT 1
+    FROM stripe_events
+    WHERE object_id = $1
+      AND outcome = 'alarm'
+      AND starts_with(reason, $2::text)
+) AS raised
+`
+
+type StripeEventAlarmRaisedBeforeParams struct {
+	ObjectID *string
+	Reason   string
+}
+
+// StripeEventAlarmRaisedBefore says whether an event about object_id was
+// recorded as an alarm whose reason begins with reason: the same
+// contradiction, raised before (stripe_events_alarm_object_id_idx). The
+// event being applied is still 'received'.
+func (q *Queries) StripeEventAlarmRaisedBefore(ctx context.Context, db DBTX, arg *StripeEventAlarmRaisedBeforeParams) (bool, error) {
+	row := db.QueryRow(ctx, stripeEventAlarmRaisedBefore, arg.ObjectID, arg.Reason)
+	var raised bool
+	err := row.Scan(&raised)
+	return raised, err
+}
+
 const stripeEventInsert = `-- name: StripeEventInsert :one
 INSERT INTO stripe_events (id, type, object_id, stripe_created)
 VALUES ($1, $2, $3, $4)

@@ -43,7 +43,7 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 		why := fmt.Sprintf("Refund %s of refund %d's intent is %s for %d, and refund %d was recorded failed (%s) by Refund %s: "+
 			"money %s for a refund answered failed", sr.ID, refund.ID, status, sr.Amount, refund.ID,
 			deref(refund.FailureReason), *refund.StripeRefundID, moved(status))
-		return "", s.reopen(ctx, tx, refund, why, "; resolve it as refunded by "+sr.ID)
+		return "", s.reopenOnce(ctx, tx, refund, sr.ID, why, "; resolve it as refunded by "+sr.ID)
 	case refund.StripeRefundID != nil && *refund.StripeRefundID != sr.ID:
 		// Before any check of order: the money of a second Refund is
 		// returned whatever this event's time. Nothing recorded is its,
@@ -57,10 +57,15 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 			return fmt.Sprintf("Refund %s of refund %d's intent is %s: a second Refund, which returned nothing (refund %d records Refund %s)",
 				sr.ID, refund.ID, sr.Status, refund.ID, *refund.StripeRefundID), nil
 		}
-		return "", s.reopen(ctx, tx, refund, fmt.Sprintf("Refund %s of refund %d's intent is %s for %d, and refund %d records Refund %s (%s for %d): "+
-			"a second refund, money %s twice", sr.ID, refund.ID, sr.Status, sr.Amount, refund.ID, *refund.StripeRefundID,
+		// The refund records a Refund that did not fail (that case is
+		// above): it is settled by that one, never by this one
+		// (Resolver.Charged refuses), unless the recorded one fails.
+		first := *refund.StripeRefundID
+		return "", s.reopenOnce(ctx, tx, refund, sr.ID, fmt.Sprintf("Refund %s of refund %d's intent is %s for %d, and refund %d records Refund %s (%s for %d): "+
+			"a second refund, money %s twice", sr.ID, refund.ID, sr.Status, sr.Amount, refund.ID, first,
 			refund.Status, refund.Amount, moved(status)),
-			fmt.Sprintf("; resolve it as refunded by %s or %s, as the truth is", sr.ID, *refund.StripeRefundID))
+			fmt.Sprintf("; resolve it as refunded by %s, and deal with %s in Stripe (if both stand, the money was returned twice); "+
+				"only if %s fails, resolve it as refunded by %s", first, sr.ID, first, sr.ID))
 	case sr.Amount != refund.Amount:
 		return "", phases.Alarm("Refund %s is for %d, refund %d for %d", sr.ID, sr.Amount, refund.ID, refund.Amount)
 	case refund.StatusAt != nil && at.Before(*refund.StatusAt):
@@ -110,6 +115,27 @@ func moved(status string) string {
 		return "being returned"
 	}
 	return "returned"
+}
+
+// reopenOnce reopens refund's key for a second Refund (secondID) of its
+// intent, as reopen does, unless an earlier event about the same Refund
+// raised the same alarm: why names the second Refund's status and what the
+// refund records (its Refund and status), so the same words mean the same
+// money, which the operator was handed then and has weighed, or is
+// weighing. That event reopened the key once; this one (charge.refund.updated
+// beside refund.updated, or a later event of a Refund whose status has not
+// moved) only alarms, and an operator's settling sticks. A pending second
+// Refund that then succeeds, or a refund whose recorded state changed
+// since, words it otherwise: new money, and the key is reopened.
+func (s *EventSettler) reopenOnce(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, secondID, why, resolve string) error {
+	raised, err := dbsqlc.New().StripeEventAlarmRaisedBefore(ctx, tx, &dbsqlc.StripeEventAlarmRaisedBeforeParams{ObjectID: &secondID, Reason: why})
+	if err != nil {
+		return fmt.Errorf("error looking up earlier alarms of Refund %s: %w", secondID, err)
+	}
+	if raised {
+		return phases.Alarm("%s; an earlier event of Refund %s raised this and handed the key to the operator then: not reopened", why, secondID)
+	}
+	return s.reopen(ctx, tx, refund, why, resolve)
 }
 
 // reopen hands the key of refund, whose answer a Refund contradicts (not

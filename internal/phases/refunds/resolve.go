@@ -30,11 +30,28 @@ type Resolver struct {
 
 // Charged settles key keyID as refunded by Stripe Refund refundID: it must
 // refund this payment's PaymentIntent by the refund's amount, not have
-// failed, and belong to no other intent.
+// failed, belong to no other intent, and be recorded by no other refund.
+// A refund that records another Refund (a second Refund of its intent
+// parked its key) is settled by this one only when the recorded Refund
+// failed or was canceled: otherwise the recorded one returned (or is
+// returning) the money, and this one, if it stands, returned it twice,
+// which no answer of the key can record. And a refund recorded succeeded
+// is never moved out of succeeded (RefundRecordOutcome guards it too).
 func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*phases.Response, error) {
 	sr, err := r.Refunder.retrieve(ctx, refundID)
 	if err != nil {
 		return nil, err
+	}
+	// The Refund the refund records, read before the key is locked (no
+	// call to Stripe holds a lock); checked unchanged once it is.
+	var recorded *stripe.Refund
+	if pre, err := dbsqlc.New().RefundGetByIdempotencyKeyID(ctx, r.Engine.Pool(), &keyID); err == nil &&
+		pre.StripeRefundID != nil && *pre.StripeRefundID != sr.ID && pre.Status != StatusFailed {
+		if recorded, err = r.Refunder.retrieve(ctx, *pre.StripeRefundID); err != nil {
+			return nil, err
+		}
+	} else if err != nil && !errors.Is(err, db.ErrNotFound) {
+		return nil, fmt.Errorf("error loading refund of idempotency key %d: %w", keyID, err)
 	}
 	return r.Engine.SettleAfter(ctx, keyID, lockRefundOfKey(keyID), func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		st, err := refundOfKey(ctx, tx, key)
@@ -52,8 +69,43 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*
 		case sr.Metadata[intent.MetadataIntent] != "" && !in.Owns(sr.Metadata):
 			return nil, fmt.Errorf("%w: Refund %s belongs to another intent", payments.ErrResolutionRefused, sr.ID)
 		}
+		if err := secondRefundRule(ctx, tx, st.refund, sr, recorded); err != nil {
+			return nil, err
+		}
 		return settle(ctx, tx, key, st.refund, outcomeOf(sr), "refunded")
 	})
+}
+
+// secondRefundRule refuses to settle refund, locked, as refunded by sr
+// when another refund records sr (stripe_refund_id is unique), when refund
+// records another Refund that did not fail (recorded is that Refund as
+// Stripe has it, read before the lock; nil when refund was recorded failed
+// then), and when it would move a refund recorded succeeded out of
+// succeeded.
+func secondRefundRule(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, sr *stripe.Refund, recorded *stripe.Refund) error {
+	other, err := dbsqlc.New().RefundGetByStripeRefundID(ctx, tx, &sr.ID)
+	switch {
+	case err == nil && other.ID != refund.ID:
+		return fmt.Errorf("%w: Refund %s is recorded by refund %d: one Refund settles one refund", payments.ErrResolutionRefused, sr.ID, other.ID)
+	case err != nil && !errors.Is(err, db.ErrNotFound):
+		return fmt.Errorf("error looking up the refund of Refund %s: %w", sr.ID, err)
+	}
+	if refund.StripeRefundID != nil && *refund.StripeRefundID != sr.ID && refund.Status != StatusFailed {
+		first := *refund.StripeRefundID
+		switch {
+		case recorded == nil || recorded.ID != first:
+			return fmt.Errorf("%w: refund %d changed while Stripe was consulted: try again", payments.ErrResolutionRefused, refund.ID)
+		case recorded.Status != stripe.RefundStatusFailed && recorded.Status != stripe.RefundStatusCanceled:
+			return fmt.Errorf("%w: refund %d records Refund %s, which is %s: resolve it as refunded by %s, and deal with Refund %s "+
+				"in Stripe: if both stand, the money was returned twice (docs/operations.md)",
+				payments.ErrResolutionRefused, refund.ID, first, recorded.Status, first, sr.ID)
+		}
+	}
+	if status := outcomeOf(sr).Status; refund.Status == StatusSucceeded && status != StatusSucceeded {
+		return fmt.Errorf("%w: refund %d is recorded succeeded, and Refund %s is %s: a refund that succeeded is not moved back; "+
+			"resolve it once Refund %s succeeded", payments.ErrResolutionRefused, refund.ID, sr.ID, status, sr.ID)
+	}
+	return nil
 }
 
 // NotCharged settles key keyID as not refunded, once Stripe confirms that no
