@@ -183,6 +183,8 @@ func TestConformsToStripeSpec(t *testing.T) {
 	_, err = e.fake.OpenDispute(visa.ID, "product_not_received")
 	require.NoError(t, err)
 	require.True(t, charge(t, e, visa.ID).Disputed)
+	// The chargeback took the money back: a refund is charge_disputed.
+	raw(http.MethodPost, "/v1/refunds", auth, url.Values{"payment_intent": {visa.ID}})
 
 	answers := rec.answers()
 	require.Greater(t, len(answers), 40)

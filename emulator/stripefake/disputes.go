@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -12,7 +13,9 @@ import (
 // a dispute already (Stripe opens at most one per charge).
 var ErrAlreadyDisputed = errors.New("stripefake: the charge is disputed already")
 
-// DisputeStatusNeedsResponse is the status a dispute opens in.
+// DisputeStatusNeedsResponse is the status a dispute opens in: a
+// chargeback, its amount already withdrawn from the account, awaiting the
+// merchant's evidence. It is the only status the emulator's disputes have.
 const DisputeStatusNeedsResponse = "needs_response"
 
 // disputeReasons are the dispute reasons Stripe documents.
@@ -66,9 +69,23 @@ func (d Dispute) wire() *disputeJSON {
 	return &disputeJSON{
 		ID: d.ID, Object: "dispute", Amount: d.Amount, BalanceTransactions: []any{}, Charge: d.Charge,
 		Created: d.Created.Unix(), Currency: d.Currency, Evidence: noEvidence(),
-		EvidenceDetails: evidenceDetails{DueBy: d.Created.Add(evidenceWindow).Unix()}, Metadata: map[string]string{},
+		EvidenceDetails:    evidenceDetails{DueBy: d.Created.Add(evidenceWindow).Unix()},
+		IsChargeRefundable: d.chargeRefundable(), Metadata: map[string]string{},
 		PaymentIntent: d.PaymentIntent, Reason: d.Reason, Status: d.Status,
 	}
+}
+
+// chargeRefundable is the dispute's is_charge_refundable, which Stripe
+// documents as "If true, it's still possible to refund the disputed
+// payment": true only for an inquiry (the warning_* statuses), where no
+// money has moved yet; false once the dispute is a chargeback
+// (needs_response, under_review, won, lost), its amount withdrawn from the
+// account. A refund create of a charge whose dispute says false is refused
+// with charge_disputed (see refundable). The emulator opens only
+// needs_response disputes, so this is false for every one it makes; the
+// rule is written by status so that inquiries, if added, stay refundable.
+func (d Dispute) chargeRefundable() bool {
+	return strings.HasPrefix(d.Status, "warning_")
 }
 
 // OpenDispute opens a dispute of the succeeded charge of a PaymentIntent,

@@ -95,8 +95,13 @@
 //     refusals, all 400 invalid_request_error: an unknown PaymentIntent or
 //     charge (resource_missing); a PaymentIntent that did not succeed
 //     (charge_not_refundable, "This PaymentIntent (pi_...) does not have a
-//     successful charge to refund."); nothing left (charge_already_refunded,
-//     "Charge ch_... has already been refunded."); more than is left
+//     successful charge to refund."); a charge with a dispute that says
+//     is_charge_refundable false, as every dispute OpenDispute opens does
+//     (needs_response: a chargeback, the money taken back already),
+//     whatever the amount (charge_disputed, no param, "Charge ch_... has
+//     been charged back; cannot issue a refund."); nothing left
+//     (charge_already_refunded, "Charge ch_... has already been
+//     refunded."); more than is left
 //     (amount_too_large, "Refund amount ($20.00) is greater than charge
 //     amount ($12.34)", or "... unrefunded amount on charge ($2.34)" after
 //     earlier refunds). Pending refunds count as refunded, failed ones not.

@@ -201,7 +201,9 @@ func (s *Server) createRefund(p refundParams, reqID, idempotencyKey string) outc
 
 // refundable finds the PaymentIntent a refund create is for and checks that
 // the requested amount (zero: all that remains) can be refunded. It returns
-// the PaymentIntent's index or Stripe's refusal. The messages are Stripe's;
+// the PaymentIntent's index or Stripe's refusal. A charge whose dispute says
+// is_charge_refundable false is refused as charge_disputed, whatever the
+// amount. The messages are Stripe's;
 // charge_not_refundable and amount_too_large are the closest documented
 // codes, which Stripe's own answers may leave out. The caller holds s.mu.
 func (s *Server) refundable(p refundParams) (int, *errorObject) {
@@ -232,6 +234,17 @@ func (s *Server) refundable(p refundParams) (int, *errorObject) {
 			Param:   "payment_intent",
 			DocURL:  "https://stripe.com/docs/error-codes/charge-not-refundable",
 			Message: "This PaymentIntent (" + pi.ID + ") does not have a successful charge to refund.",
+		}
+	}
+	if i, ok := s.disputed[pi.ID]; ok && !s.disputes[i].chargeRefundable() {
+		// Stripe's charge_disputed: the dispute's is_charge_refundable is
+		// false, the chargeback took the money back already, and a refund
+		// would pay the customer twice.
+		return -1, &errorObject{
+			Type:    typeInvalidRequest,
+			Code:    "charge_disputed",
+			DocURL:  "https://stripe.com/docs/error-codes/charge-disputed",
+			Message: "Charge " + pi.LatestCharge + " has been charged back; cannot issue a refund.",
 		}
 	}
 	remaining := pi.AmountReceived - pi.AmountRefunded

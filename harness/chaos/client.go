@@ -251,7 +251,8 @@ func (c *Clients) post(ctx context.Context, target string, in *Intent) attempt {
 	}
 	switch s := a.status; {
 	case s == http.StatusCreated, s == http.StatusPaymentRequired,
-		s == http.StatusBadRequest && (slug == "payment-rejected" || strings.HasPrefix(slug, "refund-") || slug == "payment-not-refundable"),
+		s == http.StatusBadRequest && (slug == "payment-rejected" || strings.HasPrefix(slug, "refund-") ||
+			slug == "payment-not-refundable" || slug == "payment-charged-back"),
 		in.Action != "" && (s == http.StatusOK || s == http.StatusBadRequest && actionRefusal(slug)):
 		a.definite, a.mustExist = true, true
 	case s == http.StatusConflict:

@@ -326,6 +326,20 @@ func TestContract(t *testing.T) {
 		c.run(t, get("/payments?limit=2", bundle.apiKey).want(http.StatusOK))
 		c.run(t, get("/payments?starting_after="+p.ID, bundle.apiKey).want(http.StatusOK))
 		c.run(t, get("/payments?limit=1000", bundle.apiKey).want(http.StatusBadRequest).bad())
+
+		// A charged-back payment: Stripe refuses its refund (payment-charged-back).
+		disputed := c.run(t, post(bundle.apiKey, "to-dispute", visa).want(http.StatusCreated))
+		var d struct {
+			ID       string `json:"id"`
+			StripePI string `json:"stripe_payment_intent_id"`
+		}
+		require.NoError(t, json.Unmarshal(disputed.Body, &d))
+		_, err := svc.Stripe.OpenDispute(d.StripePI, "")
+		require.NoError(t, err)
+		chargedBack := post(bundle.apiKey, "rf-disputed", `{}`)
+		chargedBack.path = "/payments/" + d.ID + "/refunds"
+		refused := c.run(t, chargedBack.want(http.StatusBadRequest))
+		require.Contains(t, string(refused.Body), `"type":"https://paymentsd.dev/problems/payment-charged-back"`)
 	})
 
 	t.Run("capture and cancel", func(t *testing.T) {

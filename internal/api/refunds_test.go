@@ -177,6 +177,58 @@ func TestRefunds(t *testing.T) {
 		require.EqualValues(t, 900, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
 	})
 
+	// Defect: a refund of a charged-back payment (a dispute Stripe opened as
+	// needs_response, is_charge_refundable false) was answered 400
+	// refund-rejected, "Stripe refused the refund as invalid", with Stripe's
+	// own message naming its charge: a client could not tell a chargeback
+	// (the cardholder has the money back already; never refund it another
+	// way) from a request it got wrong. Now it is payment-charged-back,
+	// stored and replayed, its reserved amount given back, nothing refunded.
+	t.Run("RefundOfAChargedBackPaymentIsRefused", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		ctx := context.Background()
+		p := paid(t, svc, bundle.apiKey, "pay")
+		d, err := svc.Stripe.OpenDispute(*p.StripePaymentIntentID, "")
+		require.NoError(t, err)
+		require.Equal(t, stripefake.DisputeStatusNeedsResponse, d.Status)
+
+		refused := postRefund(t, svc, bundle.apiKey, "r1", p.ID, `{"amount": 500}`)
+		prob := requireProblem(t, refused, http.StatusBadRequest, "payment-charged-back")
+		got := decode[map[string]any](t, refused)
+		refundID, _ := got["refund_id"].(string)
+		require.NotEmpty(t, refundID, "body: %s", refused.Body)
+		require.JSONEq(t, `{
+			"type": "https://paymentsd.dev/problems/payment-charged-back",
+			"title": "Payment charged back",
+			"status": 400,
+			"detail": "Payment `+p.ID+` was charged back: the cardholder's bank took its amount back through a dispute, so it cannot be refunded as well. Nothing was refunded.",
+			"payment_id": "`+p.ID+`",
+			"refund_id": "`+refundID+`",
+			"processor_code": "charge_disputed"
+		}`, string(refused.Body))
+		require.Equal(t, p.ID, prob.PaymentID)
+
+		// Stored: the key replays the same answer.
+		replay := postRefund(t, svc, bundle.apiKey, "r1", p.ID, `{"amount": 500}`)
+		require.Equal(t, http.StatusBadRequest, replay.Status)
+		require.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+		require.Equal(t, string(refused.Body), string(replay.Body))
+
+		// The refund is recorded failed, and its amount given back.
+		rf := decode[refund](t, svc.Do(t, http.MethodGet, "/refunds/"+refundID, "", "Authorization", "Bearer "+bundle.apiKey))
+		require.Equal(t, refund{ID: refundID, PaymentID: p.ID, Amount: 500, Currency: "usd", Status: "failed"}, rf)
+		var reserved int64
+		require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT amount_reserved FROM payments WHERE id = $1", rowID(t, svc, p.ID)).Scan(&reserved))
+		require.Zero(t, reserved)
+		require.EqualValues(t, 0, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
+
+		// All that remains, under another key: refused the same way.
+		requireProblem(t, postRefund(t, svc, bundle.apiKey, "r2", p.ID, `{}`), http.StatusBadRequest, "payment-charged-back")
+		require.Empty(t, svc.Stripe.Refunds(), "no money moved")
+		require.Len(t, svc.Stripe.Disputes(), 1)
+	})
+
 	// Defect: a refund of a payment whose charge was still being decided was
 	// refused for good (400 payment-not-refundable, stored). After a failover
 	// to an asynchronous standby lost a payment's last commits, the payment was

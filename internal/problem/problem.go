@@ -33,6 +33,7 @@ var (
 	RefundExceedsPayment  = Type{"refund-exceeds-payment", "Refund exceeds what remains of the payment", http.StatusBadRequest}
 	PaymentNotRefundable  = Type{"payment-not-refundable", "Payment not refundable", http.StatusBadRequest}
 	RefundRejected        = Type{"refund-rejected", "Refund rejected by the processor", http.StatusBadRequest}
+	PaymentChargedBack    = Type{"payment-charged-back", "Payment charged back", http.StatusBadRequest}
 	PaymentNotCapturable  = Type{"payment-not-capturable", "Payment not capturable", http.StatusBadRequest}
 	PaymentNotCancelable  = Type{"payment-not-cancelable", "Payment not cancelable", http.StatusBadRequest}
 	// CaptureExceedsAuthorization: a capture of more than was authorized.

@@ -40,6 +40,12 @@ type Request struct {
 	stripeonce.State
 }
 
+// CodeChargeDisputed is Stripe's error code for a refund of a charged-back
+// charge: its dispute says is_charge_refundable false (a chargeback took
+// the money back), and Stripe refuses any refund of it with a 400
+// invalid_request_error, a definite outcome like any other such refusal.
+const CodeChargeDisputed = "charge_disputed"
+
 // Outcome is the definite outcome of a refund at Stripe.
 type Outcome struct {
 	StripeRefundID string

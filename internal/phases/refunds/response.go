@@ -65,9 +65,18 @@ func exceedsPayment(paymentID string, amount, remaining int64) *phases.Response 
 	return problemResponse(p)
 }
 
+// rejected is the answer to a refund Stripe refused: refund-rejected with
+// Stripe's message, or payment-charged-back for a charged-back payment,
+// which is no mistake of the client's request: the cardholder has the money
+// back already, and must not be paid back another way.
 func rejected(r *dbsqlc.Refund, out *Outcome) *phases.Response {
+	paymentID := ids.Format(ids.Payment, r.PaymentPublicID)
 	p := problem.New(problem.RefundRejected, out.Message)
-	p.PaymentID, p.RefundID, p.ProcessorCode = ids.Format(ids.Payment, r.PaymentPublicID), ID(r), out.Code
+	if out.Code == CodeChargeDisputed {
+		p = problem.New(problem.PaymentChargedBack, fmt.Sprintf("Payment %s was charged back: the cardholder's bank took its amount "+
+			"back through a dispute, so it cannot be refunded as well. Nothing was refunded.", paymentID))
+	}
+	p.PaymentID, p.RefundID, p.ProcessorCode = paymentID, ID(r), out.Code
 	return problemResponse(p)
 }
 
