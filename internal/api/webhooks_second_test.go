@@ -244,6 +244,29 @@ func TestWebhookSecond(t *testing.T) {
 		return reA
 	}
 
+	// settleByTheSecondRefund has the operator settle refund key "back" of
+	// payment p (2000), key id, which refunded 600 by the failed Refund reA
+	// and parked when the second Refund reB succeeded: resolving it by reA is
+	// refused, by reB settles it, and the key then replays a refund succeeded
+	// by reB, whose 600 the payment counts and no new refund takes again.
+	settleByTheSecondRefund := func(t *testing.T, svc *testutil.Service, bundle *testBundle, p payment, id int64, reA, reB string) {
+		t.Helper()
+		_, err := svc.App.Resolve(context.Background(), id, reA)
+		require.ErrorIs(t, err, payments.ErrResolutionRefused, "re_A failed")
+		settled, err := svc.App.Resolve(context.Background(), id, reB)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+		replay := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
+		require.Equal(t, http.StatusCreated, replay.Status, "body: %s", replay.Body)
+		got := decode[refund](t, replay)
+		require.Equal(t, "succeeded", got.Status)
+		require.Equal(t, reB, *got.StripeRefundID)
+		require.EqualValues(t, 600, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+		rest := postRefund(t, svc, bundle.apiKey, "rest", p.ID, `{}`)
+		require.EqualValues(t, 1400, decode[refund](t, rest).Amount, "the 600 refunded is not refundable again")
+	}
+
 	// A refund whose answer was lost is settled by the refund.updated of its
 	// Refund re_A, which failed: the key answers "failed" and the reservation
 	// is given back. A second Refund re_B of the same intent then succeeds:
@@ -281,20 +304,7 @@ func TestWebhookSecond(t *testing.T) {
 
 		// The operator settles it as refunded by re_B: the refund, recorded
 		// failed by an event, succeeds with re_B, and takes its 600 again.
-		_, err := svc.App.Resolve(context.Background(), id, reA)
-		require.ErrorIs(t, err, payments.ErrResolutionRefused, "re_A failed")
-		settled, err := svc.App.Resolve(context.Background(), id, reB.ID)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
-		replay = postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
-		require.Equal(t, http.StatusCreated, replay.Status, "body: %s", replay.Body)
-		got := decode[refund](t, replay)
-		require.Equal(t, "succeeded", got.Status)
-		require.Equal(t, reB.ID, *got.StripeRefundID)
-		require.EqualValues(t, 600, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
-		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
-		rest := postRefund(t, svc, bundle.apiKey, "rest", p.ID, `{}`)
-		require.EqualValues(t, 1400, decode[refund](t, rest).Amount, "the 600 refunded is not refundable again")
+		settleByTheSecondRefund(t, svc, bundle, p, id, reA, reB.ID)
 
 		// re_A's and re_B's later events change nothing.
 		for _, re := range []string{reA, reB.ID} {
@@ -366,20 +376,7 @@ func TestWebhookSecond(t *testing.T) {
 		requireProblem(t, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
 
 		// The operator settles it as refunded by re_B.
-		_, err = svc.App.Resolve(context.Background(), id, reA)
-		require.ErrorIs(t, err, payments.ErrResolutionRefused, "re_A failed")
-		settled, err := svc.App.Resolve(context.Background(), id, reB.ID)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
-		replay = postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
-		require.Equal(t, http.StatusCreated, replay.Status, "body: %s", replay.Body)
-		got := decode[refund](t, replay)
-		require.Equal(t, "succeeded", got.Status)
-		require.Equal(t, reB.ID, *got.StripeRefundID)
-		require.EqualValues(t, 600, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
-		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
-		rest := postRefund(t, svc, bundle.apiKey, "rest", p.ID, `{}`)
-		require.EqualValues(t, 1400, decode[refund](t, rest).Amount, "the 600 refunded is not refundable again")
+		settleByTheSecondRefund(t, svc, bundle, p, id, reA, reB.ID)
 	})
 
 	// The key of a refund recorded failed goes back to the operator when a
