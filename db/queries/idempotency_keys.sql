@@ -75,6 +75,11 @@ SELECT EXISTS (
        t.resource_type       AS tombstone_resource_type,
        t.resource_id         AS tombstone_resource_id,
        t.resource_public_id  AS tombstone_resource_public_id,
+       -- A tombstone reaped before its prefix was kept (migration 00031)
+       -- was a payment's or a refund's.
+       coalesce(t.resource_prefix,
+                CASE t.resource_type WHEN 'payment' THEN 'pay' WHEN 'refund' THEN 're' END)
+                             AS tombstone_resource_prefix,
        t.finished_at         AS tombstone_finished_at
 FROM (VALUES (1)) AS one
 LEFT JOIN idempotency_key_tombstones AS t
@@ -146,12 +151,16 @@ WITH reaped AS (
 )
 INSERT INTO idempotency_key_tombstones (
     user_id, idempotency_key, request_method, request_path, request_fingerprint,
-    response_code, resource_type, resource_id, resource_public_id, finished_at
+    response_code, resource_type, resource_id, resource_public_id, resource_prefix, finished_at
 )
 SELECT r.user_id, r.idempotency_key, r.request_method, r.request_path, r.request_fingerprint,
        r.response_code,
        CASE WHEN coalesce(p.id, pc.id) IS NOT NULL THEN 'payment' WHEN rf.id IS NOT NULL THEN 'refund' END,
-       coalesce(p.id, pc.id, rf.id), coalesce(p.public_id, pc.public_id, rf.public_id), r.finished_at
+       coalesce(p.id, pc.id, rf.id), coalesce(p.public_id, pc.public_id, rf.public_id),
+       -- The prefix of the resource's public id (package ids): a late
+       -- retry is told the id the client saw.
+       CASE WHEN coalesce(p.id, pc.id) IS NOT NULL THEN 'pay' WHEN rf.id IS NOT NULL THEN 're' END,
+       r.finished_at
 FROM reaped AS r
 LEFT JOIN payments AS p ON p.idempotency_key_id = r.id
 -- A capture or cancel key names the payment it claimed.
@@ -165,6 +174,7 @@ SET request_method      = excluded.request_method,
     resource_type       = excluded.resource_type,
     resource_id         = excluded.resource_id,
     resource_public_id  = excluded.resource_public_id,
+    resource_prefix     = excluded.resource_prefix,
     finished_at         = excluded.finished_at,
     reaped_at           = excluded.reaped_at;
 

@@ -310,7 +310,7 @@ FROM fill_src`},
 const fillTombstones = `
 INSERT INTO idempotency_key_tombstones (
     user_id, idempotency_key, request_method, request_path, request_fingerprint,
-    response_code, resource_type, resource_id, resource_public_id, finished_at, reaped_at)
+    response_code, resource_type, resource_id, resource_public_id, resource_prefix, finished_at, reaped_at)
 SELECT pg_temp.fill_user(i), pg_temp.fill_key(md5('k' || ({{TOMB_KEY_BASE}} + m)), m), 'POST',
        CASE WHEN is_refund THEN '/payments/' || payment_ref || '/refunds' ELSE '/payments' END,
        CASE WHEN is_refund
@@ -321,6 +321,7 @@ SELECT pg_temp.fill_user(i), pg_temp.fill_key(md5('k' || ({{TOMB_KEY_BASE}} + m)
        CASE WHEN is_refund THEN 'refund' ELSE 'payment' END,
        CASE WHEN is_refund THEN {{TOMB_REFUND_BASE}} + m / 21 ELSE {{TOMB_PAYMENT_BASE}} + i END,
        CASE WHEN is_refund THEN pg_temp.fill_uuid(finished_at, 'tr' || ({{TOMB_REFUND_BASE}} + m / 21)) ELSE payment_uuid END,
+       CASE WHEN is_refund THEN 're' ELSE 'pay' END,
        finished_at, reaped_at
 FROM (
     SELECT m, is_refund, i, reaped_at, finished_at, payment_uuid, pg_temp.fill_public_id('pay', payment_uuid) AS payment_ref

@@ -86,4 +86,39 @@ func TestExpiredKeys(t *testing.T) {
 		// Tombstones are per user: another user's key of the same name is new.
 		c.run(t, post(otherKey, "late", visa).want(http.StatusCreated))
 	})
+
+	// A reaped key's tombstone keeps the prefix of the id it names, and a
+	// retry is told that id: a payment's pay_…, a refund's re_…. Tombstones
+	// reaped before they kept it (migration 00031) answer the same ids.
+	t.Run("ARetryIsToldTheIDTheClientSaw", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		c, bundle := setup(t)
+		svc := c.svc
+
+		p := decode[payment](t, c.run(t, post(bundle.apiKey, "pay", visa).want(http.StatusCreated)))
+		created := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 500}`)
+		require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+		r := decode[refund](t, created)
+
+		reapKeys(t, svc, 2)
+		var prefixes []string
+		require.NoError(t, svc.Pool.QueryRow(ctx,
+			"SELECT array_agg(resource_type || ' ' || resource_prefix ORDER BY resource_type) FROM idempotency_key_tombstones").Scan(&prefixes))
+		require.Equal(t, []string{"payment pay", "refund re"}, prefixes)
+
+		for _, reapedBefore00031 := range []bool{false, true} {
+			if reapedBefore00031 {
+				_, err := svc.Pool.Exec(ctx, "UPDATE idempotency_key_tombstones SET resource_prefix = NULL")
+				require.NoError(t, err)
+			}
+			resp := c.run(t, post(bundle.apiKey, "pay", visa).want(http.StatusUnprocessableEntity))
+			require.Equal(t, p.ID, requireProblem(t, resp, http.StatusUnprocessableEntity, "idempotency-key-expired").PaymentID)
+			resp = postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 500}`)
+			requireProblem(t, resp, http.StatusUnprocessableEntity, "idempotency-key-expired")
+			require.Equal(t, r.ID, decode[struct {
+				RefundID string `json:"refund_id"`
+			}](t, resp).RefundID)
+		}
+	})
 }

@@ -301,3 +301,41 @@ func switchableFront(t *testing.T, em *testutil.Emulator, fail func(r *http.Requ
 	t.Cleanup(srv.Close)
 	return &testutil.Emulator{Server: em.Server, URL: srv.URL}
 }
+
+// resolveBehindAWebhook plays a webhook's transaction against keys resolve
+// of key id, in the webhook's lock order: it locks the key's resource row
+// (lockRow, a SELECT … FOR UPDATE of the row of key $1), waits until
+// resolve, resolving the key as nothing done at Stripe, queues for a lock
+// in a query like waitingQuery, then locks the key (as ClaimForEvent does)
+// and commits. A resolve that locked the key before the row deadlocks with
+// it, and Postgres aborts the webhook's transaction. It returns resolve's
+// error.
+func resolveBehindAWebhook(t *testing.T, svc *testutil.Service, id int64, lockRow, waitingQuery string) error {
+	t.Helper()
+	ctx := context.Background()
+	webhook, err := svc.Pool.Driver().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = webhook.Rollback(ctx) }()
+	// This transaction looks for a deadlock first, so that Postgres
+	// aborts it (the resolve would retry, and hide the cycle).
+	_, err = webhook.Exec(ctx, `SET LOCAL deadlock_timeout = '20ms'`)
+	require.NoError(t, err)
+	_, err = webhook.Exec(ctx, lockRow, id)
+	require.NoError(t, err)
+
+	resolved := make(chan error, 1)
+	go func() {
+		_, err := svc.App.Resolve(ctx, id, "")
+		resolved <- err
+	}()
+	testutil.WaitForf(t, 10*time.Second, 5*time.Millisecond, func() bool {
+		var waiting int
+		require.NoError(t, svc.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`, waitingQuery).Scan(&waiting))
+		return waiting == 1
+	}, "keys resolve never waited for the lock of %s", lockRow)
+	_, err = webhook.Exec(ctx, `SELECT 1 FROM idempotency_keys WHERE id = $1 FOR UPDATE`, id)
+	require.NoError(t, err, "the webhook's transaction deadlocked with keys resolve")
+	require.NoError(t, webhook.Commit(ctx))
+	return <-resolved
+}

@@ -20,8 +20,8 @@ type KeyExpiredError struct {
 	// "payment"; it is empty when the request made nothing.
 	ResourceType string
 	// ResourceID is the id the client saw of what the original request
-	// made (pay_…, re_…, or the number of one made before public ids; ""
-	// when it made nothing).
+	// made, with the prefix its tombstone keeps (pay_…, re_…), or the
+	// number of one made before public ids; "" when it made nothing.
 	ResourceID string
 	// SameRequest is true when the refused request has the original's
 	// fingerprint: a late retry, not the key reused for another request.
@@ -42,21 +42,15 @@ func keyExpired(req *Request, found *dbsqlc.IdempotencyKeyExistsRow) *KeyExpired
 	}
 	if found.TombstoneResourceType != nil && found.TombstoneResourceID != nil {
 		err.ResourceType, err.ResourceID = *found.TombstoneResourceType, strconv.FormatInt(*found.TombstoneResourceID, 10)
-		if found.TombstoneResourcePublicID.Valid {
-			err.ResourceID = ids.Format(resourcePrefix(err.ResourceType), found.TombstoneResourcePublicID.UUID)
+		// The tombstone keeps the prefix of the public id it names
+		// (IdempotencyKeyReap writes both), so the engine needs to know
+		// no resource type to give the id the client saw.
+		if found.TombstoneResourcePublicID.Valid && found.TombstoneResourcePrefix != nil {
+			err.ResourceID = ids.Format(*found.TombstoneResourcePrefix, found.TombstoneResourcePublicID.UUID)
 		}
 	}
 	if found.TombstoneFinishedAt != nil {
 		err.FinishedAt = *found.TombstoneFinishedAt
 	}
 	return err
-}
-
-// resourcePrefix is the id prefix of a tombstone's resource type, as
-// IdempotencyKeyReap names them.
-func resourcePrefix(resourceType string) string {
-	if resourceType == "refund" {
-		return ids.Refund
-	}
-	return ids.Payment
 }

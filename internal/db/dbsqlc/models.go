@@ -68,6 +68,7 @@ type IdempotencyKeyTombstone struct {
 	FinishedAt         time.Time
 	ReapedAt           time.Time
 	ResourcePublicID   uuid.NullUUID
+	ResourcePrefix     *string
 }
 
 type Instance struct {
