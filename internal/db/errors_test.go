@@ -413,8 +413,14 @@ func TestWithTx(t *testing.T) {
 
 		require.NoError(t, a())
 		require.NoError(t, bDone())
-		require.Equal(t, []string{"40P01"}, failures)
-		require.EqualValues(t, 3, attemptsA.Load()+attemptsB.Load(), "one of the two ran again")
+		// Usually one deadlock. On a loaded machine the victim's retry can
+		// take row 1 back before the survivor, woken, does, and deadlock
+		// again: each failure must be a deadlock, run again once.
+		require.NotEmpty(t, failures)
+		for _, code := range failures {
+			require.Equal(t, "40P01", code, "failures: %v", failures)
+		}
+		require.EqualValues(t, 2+len(failures), attemptsA.Load()+attemptsB.Load(), "each deadlock's victim ran again")
 		require.Equal(t, 2, counter(t, b, "n", 1))
 		require.Equal(t, 2, counter(t, b, "n", 2))
 	})
