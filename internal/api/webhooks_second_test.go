@@ -505,3 +505,97 @@ func TestWebhookSecondRefundReopensItsKeyOnce(t *testing.T) {
 		"the operator settled key %d as refunded by %s; another event of %s, no news, parked it again: %s", id, reA, reB.ID, replay.Body)
 	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
 }
+
+// TestWebhookSecondRefundReopensOnceWhateverTheRefundRecords: refund key
+// "back" is pending with Refund re_A when a second Refund re_B of its
+// intent succeeds and parks the key. The operator resolves it as refunded
+// by re_A, still pending; re_A then succeeds, and the refund records it.
+// A later event of re_B says nothing new about re_B (it succeeded, as
+// when the key was handed over): it only alarms, though what the refund
+// records changed, and the operator's settling stands.
+func TestWebhookSecondRefundReopensOnceWhateverTheRefundRecords(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	created := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+	reA := *decode[refund](t, created).StripeRefundID
+
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	object := stripeObject(t, svc, "/v1/refunds/"+reB.ID)
+	_, payload := event("refund.created", object, time.Now().Add(time.Second))
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+	id := keyID(t, svc, "back")
+
+	settled, err := svc.App.Resolve(context.Background(), id, reA)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+
+	// re_A succeeds: the refund records it.
+	_, err = em.SetRefundStatus(reA, stripefake.RefundSucceeded, "")
+	require.NoError(t, err)
+	_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now().Add(2*time.Second))
+	require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+	require.Equal(t, []string{"alarm", "applied"}, eventOutcomes(t, svc))
+
+	// The same re_B, succeeded, as charge.refund.updated.
+	_, payload = event("charge.refund.updated", object, time.Now().Add(3*time.Second))
+	resp = deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	replay := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, replay.Status,
+		"the operator settled key %d as refunded by %s after %s succeeded; another event of %s, no news, parked it again (%s): %s",
+		id, reA, reB.ID, reB.ID, lastEventReason(t, svc), replay.Body)
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+}
+
+// TestWebhookSecondRefundReopensAgainOnceItSucceeds: a second Refund re_B
+// of refund key "back"'s intent is pending, and parks the key; the
+// operator resolves it as refunded by re_A. re_B then succeeds: the money
+// went back twice, which the operator did not weigh yet, and the key is
+// handed over again, once.
+func TestWebhookSecondRefundReopensAgainOnceItSucceeds(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+
+	created := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+	reA := *decode[refund](t, created).StripeRefundID
+
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
+	require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
+	id := keyID(t, svc, "back")
+	_, err := svc.App.Resolve(context.Background(), id, reA)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`).Status)
+
+	_, err = em.SetRefundStatus(reB.ID, stripefake.RefundSucceeded, "")
+	require.NoError(t, err)
+	object := stripeObject(t, svc, "/v1/refunds/"+reB.ID)
+	for i, typ := range []string{"refund.updated", "charge.refund.updated"} {
+		_, payload = event(typ, object, time.Now().Add(time.Duration(2+i)*time.Second))
+		require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
+		requireProblem(t, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+	}
+	_, err = svc.App.Resolve(context.Background(), id, reA)
+	require.NoError(t, err)
+	_, payload = event("refund.updated", object, time.Now().Add(4*time.Second))
+	require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
+	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`).Status)
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+}
