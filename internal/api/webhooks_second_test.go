@@ -599,3 +599,50 @@ func TestWebhookSecondRefundReopensAgainOnceItSucceeds(t *testing.T) {
 	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`).Status)
 	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
 }
+
+// TestWebhookSecondRefundOfAParkedKeyIsHandedOverToo: refund key "back"
+// succeeded with Refund re_A, and a second Refund re_C of its intent
+// parked it for a conflict. A third, re_B, then returns the money again
+// while the key is parked: the key could not be reopened, and the
+// operator, told of re_C alone, would settle it as if re_B did not exist.
+// The key now names re_B too, and re_B's later events, with no news, only
+// alarm once the operator settled it.
+func TestWebhookSecondRefundOfAParkedKeyIsHandedOverToo(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+
+	created := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+	reA := *decode[refund](t, created).StripeRefundID
+	metadata := intentOf(t, svc, userID, "back").Metadata()
+
+	reC := secondRefund(t, em, *p.StripePaymentIntentID, 600, metadata)
+	_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reC.ID), time.Now().Add(time.Second))
+	require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
+	id := keyID(t, svc, "back")
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, metadata)
+	object := stripeObject(t, svc, "/v1/refunds/"+reB.ID)
+	_, payload = event("refund.created", object, time.Now().Add(2*time.Second))
+	require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
+	var kind, lastError string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT coalesce(needs_attention_kind, ''), coalesce(last_error, '') FROM idempotency_keys WHERE id = $1", id).Scan(&kind, &lastError))
+	require.Equal(t, "conflict", kind)
+	require.Contains(t, lastError, reB.ID,
+		"Refund %s returned the money again while key %d was parked for %s; the operator is told only: %s", reB.ID, id, reC.ID, lastError)
+	require.Contains(t, lastError, reC.ID, "the earlier reason stays")
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+
+	settled, err := svc.App.Resolve(context.Background(), id, reA)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+	_, payload = event("charge.refund.updated", object, time.Now().Add(3*time.Second))
+	require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
+	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`).Status)
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+}

@@ -121,12 +121,15 @@ func moved(status string) string {
 // reopen hands the key of refund, whose answer a Refund contradicts (not
 // refunded, or refunded once), back to an operator, parked for a conflict,
 // from its tombstone if the reaper took it, and returns the alarm to
-// record. resolve tells the operator how to settle it. done is false when
-// it failed, or when a live key holds the reaped key's idempotency key, so
-// that a later event tries again.
+// record. resolve tells the operator how to settle it. A key that has not
+// finished is parked now (Engine.HandOver): whether a run holds it or it
+// awaits an operator for another reason, it must not finish with an
+// answer that leaves this Refund out. done is false when it failed, or
+// when a live key holds the reaped key's idempotency key, so that a later
+// event tries again.
 func (s *EventSettler) reopen(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, why, resolve string) (done bool, err error) {
 	if refund.IdempotencyKeyID != nil {
-		if _, err := s.Engine.Reopen(ctx, tx, *refund.IdempotencyKeyID, RefundCreated, why+resolve); err != nil {
+		if _, err := s.Engine.HandOver(ctx, tx, *refund.IdempotencyKeyID, RefundCreated, why+resolve); err != nil {
 			return false, err
 		}
 		return true, phases.Alarm("%s", why)
