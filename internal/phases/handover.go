@@ -31,7 +31,7 @@ func (e *Engine) HandOver(ctx context.Context, tx db.Tx, keyID int64, point Reco
 		return false, fmt.Errorf("error handing idempotency key %d to an operator: %w", keyID, err)
 	}
 	if newlyParked {
-		e.cfg.Observer.NeedsAttention()
+		db.AfterCommit(ctx, e.cfg.Observer.NeedsAttention)
 	}
 	return true, nil
 }
