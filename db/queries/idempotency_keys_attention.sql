@@ -114,3 +114,37 @@ SET recovery_point       = @point,
     response_body        = NULL
 WHERE id = @id
   AND recovery_point = 'finished';
+
+-- IdempotencyKeyHandOver parks a key for a conflict whatever its state,
+-- because Stripe's word contradicts what it answers or would answer: a
+-- finished key is reopened at point (as IdempotencyKeyReopenForOperator);
+-- an unfinished one keeps its recovery point and loses its lease, so the
+-- run holding it fails its fence and writes nothing, and neither its flow,
+-- the completer nor an event finishes it. A key that awaited an operator
+-- already keeps its earlier reason after the new one, cut to what
+-- last_error holds. newly_parked: it did not await an operator before.
+-- name: IdempotencyKeyHandOver :one
+WITH old AS (
+    SELECT o.id, o.recovery_point, o.needs_attention_at, o.last_error
+    FROM idempotency_keys AS o
+    WHERE o.id = @id
+    FOR UPDATE
+)
+UPDATE idempotency_keys AS k
+SET recovery_point       = CASE WHEN old.recovery_point = 'finished' THEN @point::text ELSE old.recovery_point END,
+    needs_attention_at   = coalesce(old.needs_attention_at, now()),
+    needs_attention_kind = 'conflict',
+    last_error           = CASE
+        WHEN old.needs_attention_at IS NULL OR old.last_error IS NULL THEN @last_error::text
+        ELSE left(@last_error::text || ' | parked before: ' || old.last_error, 1000)
+    END,
+    lock_token           = NULL,
+    locked_by            = NULL,
+    locked_at            = NULL,
+    finished_at          = NULL,
+    response_code        = NULL,
+    response_headers     = NULL,
+    response_body        = NULL
+FROM old
+WHERE k.id = old.id
+RETURNING (old.needs_attention_at IS NULL)::boolean AS newly_parked;

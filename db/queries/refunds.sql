@@ -169,3 +169,14 @@ UPDATE refunds
 SET idempotency_key_id = @idempotency_key_id
 WHERE id = @id
   AND idempotency_key_id IS NULL;
+
+-- RefundRecordSecondRefund records that refund's key was handed to an
+-- operator for a second Refund of its intent (stripe_refund_id), in status
+-- (pending or succeeded), the refund recorded failed then or not: what a
+-- later event of that Refund is weighed against (refunds.second_refunds).
+-- name: RefundRecordSecondRefund :exec
+UPDATE refunds
+SET second_refunds = coalesce(second_refunds, '{}'::jsonb)
+        || jsonb_build_object(@stripe_refund_id::text,
+               jsonb_build_object('status', @status::text, 'refund_failed', @refund_failed::boolean))
+WHERE id = @id;

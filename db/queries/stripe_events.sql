@@ -118,16 +118,3 @@ WHERE intent_id = @intent_id
 ORDER BY id DESC
 LIMIT 1
 FOR UPDATE;
-
--- StripeEventAlarmRaisedBefore says whether an event about object_id was
--- recorded as an alarm whose reason begins with reason: the same
--- contradiction, raised before (stripe_events_alarm_object_id_idx). The
--- event being applied is still 'received'.
--- name: StripeEventAlarmRaisedBefore :one
-SELECT EXISTS (
-    SELECT 1
-    FROM stripe_events
-    WHERE object_id = @object_id
-      AND outcome = 'alarm'
-      AND starts_with(reason, @reason::text)
-) AS raised;

@@ -492,4 +492,136 @@ func TestWebhookSecond(t *testing.T) {
 			"the operator settled key %d as refunded by %s; another event of %s, no news, parked it again: %s", id, reA, reB.ID, replay.Body)
 		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
 	})
+
+	// Refund key "back" is pending with Refund re_A when a second Refund re_B
+	// of its intent succeeds and parks the key. The operator resolves it as
+	// refunded by re_A, still pending; re_A then succeeds, and the refund
+	// records it. A later event of re_B says nothing new about re_B (it
+	// succeeded, as when the key was handed over): it only alarms, though what
+	// the refund records changed, and the operator's settling stands.
+	t.Run("RefundReopensOnceWhateverTheRefundRecords", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay") // 2000
+
+		require.NoError(t, bundle.em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+		created := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
+		require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+		reA := *decode[refund](t, created).StripeRefundID
+
+		require.NoError(t, bundle.em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
+		reB := secondRefund(t, bundle.em, *p.StripePaymentIntentID, 600, intentOf(t, svc, bundle.userID, "back").Metadata())
+		object := stripeObject(t, svc, "/v1/refunds/"+reB.ID)
+		_, payload := event("refund.created", object, time.Now().Add(time.Second))
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+		id := keyID(t, svc, "back")
+
+		settled, err := svc.App.Resolve(context.Background(), id, reA)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+
+		// re_A succeeds: the refund records it.
+		_, err = bundle.em.SetRefundStatus(reA, stripefake.RefundSucceeded, "")
+		require.NoError(t, err)
+		_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now().Add(2*time.Second))
+		require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+		require.Equal(t, []string{"alarm", "applied"}, eventOutcomes(t, svc))
+
+		// The same re_B, succeeded, as charge.refund.updated.
+		_, payload = event("charge.refund.updated", object, time.Now().Add(3*time.Second))
+		resp = deliver(t, svc, payload, whsec, time.Now())
+		require.Equal(t, http.StatusOK, resp.Status)
+		require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+		replay := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
+		require.Equal(t, http.StatusCreated, replay.Status,
+			"the operator settled key %d as refunded by %s after %s succeeded; another event of %s, no news, parked it again (%s): %s",
+			id, reA, reB.ID, reB.ID, lastEventReason(t, svc), replay.Body)
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+	})
+
+	// A second Refund re_B of refund key "back"'s intent is pending, and parks
+	// the key; the operator resolves it as refunded by re_A. re_B then
+	// succeeds: the money went back twice, which the operator did not weigh
+	// yet, and the key is handed over again, once.
+	t.Run("RefundReopensAgainOnceItSucceeds", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay") // 2000
+
+		created := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
+		require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+		reA := *decode[refund](t, created).StripeRefundID
+
+		require.NoError(t, bundle.em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+		reB := secondRefund(t, bundle.em, *p.StripePaymentIntentID, 600, intentOf(t, svc, bundle.userID, "back").Metadata())
+		_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
+		require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
+		id := keyID(t, svc, "back")
+		_, err := svc.App.Resolve(context.Background(), id, reA)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`).Status)
+
+		_, err = bundle.em.SetRefundStatus(reB.ID, stripefake.RefundSucceeded, "")
+		require.NoError(t, err)
+		object := stripeObject(t, svc, "/v1/refunds/"+reB.ID)
+		for i, typ := range []string{"refund.updated", "charge.refund.updated"} {
+			_, payload = event(typ, object, time.Now().Add(time.Duration(2+i)*time.Second))
+			require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
+			requireProblem(t, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+			requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+		}
+		_, err = svc.App.Resolve(context.Background(), id, reA)
+		require.NoError(t, err)
+		_, payload = event("refund.updated", object, time.Now().Add(4*time.Second))
+		require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
+		require.Equal(t, http.StatusCreated, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`).Status)
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+	})
+
+	// Refund key "back" succeeded with Refund re_A, and a second Refund re_C
+	// of its intent parked it for a conflict. A third, re_B, then returns the
+	// money again while the key is parked: the key could not be reopened, and
+	// the operator, told of re_C alone, would settle it as if re_B did not
+	// exist. The key now names re_B too, and re_B's later events, with no
+	// news, only alarm once the operator settled it.
+	t.Run("RefundOfAParkedKeyIsHandedOverToo", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay") // 2000
+
+		created := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
+		require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+		reA := *decode[refund](t, created).StripeRefundID
+		metadata := intentOf(t, svc, bundle.userID, "back").Metadata()
+
+		reC := secondRefund(t, bundle.em, *p.StripePaymentIntentID, 600, metadata)
+		_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reC.ID), time.Now().Add(time.Second))
+		require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
+		id := keyID(t, svc, "back")
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+
+		reB := secondRefund(t, bundle.em, *p.StripePaymentIntentID, 600, metadata)
+		object := stripeObject(t, svc, "/v1/refunds/"+reB.ID)
+		_, payload = event("refund.created", object, time.Now().Add(2*time.Second))
+		require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
+		var kind, lastError string
+		require.NoError(t, svc.Pool.QueryRow(context.Background(),
+			"SELECT coalesce(needs_attention_kind, ''), coalesce(last_error, '') FROM idempotency_keys WHERE id = $1", id).Scan(&kind, &lastError))
+		require.Equal(t, "conflict", kind)
+		require.Contains(t, lastError, reB.ID,
+			"Refund %s returned the money again while key %d was parked for %s; the operator is told only: %s", reB.ID, id, reC.ID, lastError)
+		require.Contains(t, lastError, reC.ID, "the earlier reason stays")
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+
+		settled, err := svc.App.Resolve(context.Background(), id, reA)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+		_, payload = event("charge.refund.updated", object, time.Now().Add(3*time.Second))
+		require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
+		require.Equal(t, http.StatusCreated, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`).Status)
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+	})
 }

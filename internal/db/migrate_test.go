@@ -167,3 +167,33 @@ func TestManualCaptureBackfillsWhatWasCharged(t *testing.T) {
 	_, err = provider.Up(ctx)
 	require.NoError(t, err)
 }
+
+// TestSecondRefundsMigrationGoesBack: migration 00030 adds
+// refunds.second_refunds and drops the alarm index of 00029; its Down
+// builds the index again and drops the column, and Up runs again.
+func TestSecondRefundsMigrationGoesBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, provider := interrupted(t, 30)
+	indexed := func() bool {
+		var ok bool
+		require.NoError(t, pool.QueryRow(ctx,
+			`SELECT EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass('stripe_events_alarm_object_id_idx') AND indisvalid)`).Scan(&ok))
+		return ok
+	}
+	require.True(t, indexed())
+
+	_, err := provider.UpTo(ctx, 30)
+	require.NoError(t, err)
+	require.False(t, indexed())
+	_, err = pool.Exec(ctx, `SELECT second_refunds FROM refunds`)
+	require.NoError(t, err)
+
+	_, err = provider.DownTo(ctx, 29)
+	require.NoError(t, err)
+	require.True(t, indexed())
+	_, err = pool.Exec(ctx, `SELECT second_refunds FROM refunds`)
+	require.Error(t, err)
+	_, err = provider.Up(ctx)
+	require.NoError(t, err)
+}

@@ -69,13 +69,15 @@ func withTxOnce[T any](ctx context.Context, pool *Pool, fn func(ctx context.Cont
 	// to the pool clean. After a commit this is a no-op.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	v, err := fn(ctx, Tx{tx})
+	fnCtx, committed := withAfterCommit(ctx)
+	v, err := fn(fnCtx, Tx{tx})
 	if err != nil {
 		return zero, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return zero, fmt.Errorf("error committing transaction: %w", InterpretError(err))
 	}
+	committed()
 	return v, nil
 }
 

@@ -334,7 +334,7 @@ func (e *Engine) leaseKey(id int64, wasLeased bool) opener {
 			return nil, errRaced
 		}
 		if err == nil && wasLeased {
-			e.cfg.Observer.LeaseTakenOver()
+			db.AfterCommit(ctx, e.cfg.Observer.LeaseTakenOver)
 		}
 		return key, err
 	}

@@ -6,7 +6,9 @@ import (
 )
 
 // Observer is told what the engine does, for metrics. Its methods must be
-// fast and safe for concurrent use.
+// fast and safe for concurrent use. What a transaction does is told once it
+// commits (db.AfterCommit): a transaction that is retried or rolled back
+// counts once or not at all.
 type Observer interface {
 	// PhaseCommitted reports a committed phase transaction and the
 	// recovery point it reached.

@@ -63,6 +63,6 @@ func (e *Engine) Restore(ctx context.Context, tx db.Tx, key Reaped, point Recove
 	if err != nil {
 		return 0, false, fmt.Errorf("error restoring the reaped key of %s %d: %w", key.ResourceType, key.ResourceID, err)
 	}
-	e.cfg.Observer.NeedsAttention()
+	db.AfterCommit(ctx, e.cfg.Observer.NeedsAttention)
 	return id, true, nil
 }

@@ -133,7 +133,7 @@ func (e *Engine) Reopen(ctx context.Context, tx db.Tx, keyID int64, point Recove
 		return false, fmt.Errorf("error handing idempotency key %d to an operator: %w", keyID, err)
 	}
 	if rows == 1 {
-		e.cfg.Observer.NeedsAttention()
+		db.AfterCommit(ctx, e.cfg.Observer.NeedsAttention)
 	}
 	return rows == 1, nil
 }

@@ -137,15 +137,19 @@ func (h *Handler) applyOnce(ctx context.Context, tx db.Tx, event *stripe.Event) 
 	if err != nil {
 		return "", fmt.Errorf("error taking a savepoint: %w", err)
 	}
-	ignored, err := h.apply(ctx, sp.Tx, event)
+	// What the settler counts (db.AfterCommit) goes with what it wrote.
+	spCtx, done := db.SavepointScope(ctx)
+	ignored, err := h.apply(spCtx, sp.Tx, event)
 	var alarm *phases.AlarmError
 	if err != nil && !errors.As(err, &alarm) {
 		_ = sp.Rollback(ctx)
+		done(false)
 		return "", err
 	}
 	if cerr := sp.Release(ctx); cerr != nil {
 		return "", fmt.Errorf("error releasing a savepoint: %w", cerr)
 	}
+	done(true)
 	return ignored, err
 }
 

@@ -146,6 +146,7 @@ type Refund struct {
 	PublicID             uuid.UUID
 	LegacyID             *int64
 	PaymentPublicID      uuid.UUID
+	SecondRefunds        json.RawMessage
 }
 
 type StripeEvent struct {

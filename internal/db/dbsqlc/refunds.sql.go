@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -58,7 +59,7 @@ func (q *Queries) PaymentLockForRefund(ctx context.Context, db DBTX, arg *Paymen
 }
 
 const refundGetByIdempotencyKeyID = `-- name: RefundGetByIdempotencyKeyID :one
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 FROM refunds
 WHERE idempotency_key_id = $1
 `
@@ -87,12 +88,13 @@ func (q *Queries) RefundGetByIdempotencyKeyID(ctx context.Context, db DBTX, idem
 		&i.PublicID,
 		&i.LegacyID,
 		&i.PaymentPublicID,
+		&i.SecondRefunds,
 	)
 	return &i, err
 }
 
 const refundGetByPublicIDForUser = `-- name: RefundGetByPublicIDForUser :one
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 FROM refunds
 WHERE user_id = $1
   AND public_id = $2
@@ -128,12 +130,13 @@ func (q *Queries) RefundGetByPublicIDForUser(ctx context.Context, db DBTX, arg *
 		&i.PublicID,
 		&i.LegacyID,
 		&i.PaymentPublicID,
+		&i.SecondRefunds,
 	)
 	return &i, err
 }
 
 const refundGetByStripeRefundID = `-- name: RefundGetByStripeRefundID :one
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 FROM refunds
 WHERE stripe_refund_id = $1
 `
@@ -165,6 +168,7 @@ func (q *Queries) RefundGetByStripeRefundID(ctx context.Context, db DBTX, stripe
 		&i.PublicID,
 		&i.LegacyID,
 		&i.PaymentPublicID,
+		&i.SecondRefunds,
 	)
 	return &i, err
 }
@@ -178,14 +182,14 @@ WITH reserved AS (
 ), refund AS (
     INSERT INTO refunds (user_id, payment_id, payment_public_id, idempotency_key_id, intent_id, amount, currency, reason)
     VALUES ($3, $2, $4, $5, $6, $1, $7, $8)
-    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 ), audit AS (
     INSERT INTO audit_records (user_id, action, resource_type, resource_id, data)
     SELECT r.user_id, 'refund.created', 'refund', r.id,
            jsonb_build_object('payment_id', r.payment_id, 'amount', r.amount, 'idempotency_key_id', r.idempotency_key_id)
     FROM refund AS r
 )
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 FROM refund
 `
 
@@ -221,6 +225,7 @@ type RefundInsertRow struct {
 	PublicID             uuid.UUID
 	LegacyID             *int64
 	PaymentPublicID      uuid.UUID
+	SecondRefunds        json.RawMessage
 }
 
 // RefundInsert creates the pending refund, reserves its amount on the
@@ -258,6 +263,7 @@ func (q *Queries) RefundInsert(ctx context.Context, db DBTX, arg *RefundInsertPa
 		&i.PublicID,
 		&i.LegacyID,
 		&i.PaymentPublicID,
+		&i.SecondRefunds,
 	)
 	return &i, err
 }
@@ -285,7 +291,7 @@ func (q *Queries) RefundLinkRestoredKey(ctx context.Context, db DBTX, arg *Refun
 }
 
 const refundListForPayment = `-- name: RefundListForPayment :many
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 FROM refunds
 WHERE payment_id = $1
   AND user_id = $2
@@ -340,6 +346,7 @@ func (q *Queries) RefundListForPayment(ctx context.Context, db DBTX, arg *Refund
 			&i.PublicID,
 			&i.LegacyID,
 			&i.PaymentPublicID,
+			&i.SecondRefunds,
 		); err != nil {
 			return nil, err
 		}
@@ -352,7 +359,7 @@ func (q *Queries) RefundListForPayment(ctx context.Context, db DBTX, arg *Refund
 }
 
 const refundListForPaymentBefore = `-- name: RefundListForPaymentBefore :many
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 FROM refunds
 WHERE payment_id = $1
   AND user_id = $2
@@ -405,6 +412,7 @@ func (q *Queries) RefundListForPaymentBefore(ctx context.Context, db DBTX, arg *
 			&i.PublicID,
 			&i.LegacyID,
 			&i.PaymentPublicID,
+			&i.SecondRefunds,
 		); err != nil {
 			return nil, err
 		}
@@ -417,7 +425,7 @@ func (q *Queries) RefundListForPaymentBefore(ctx context.Context, db DBTX, arg *
 }
 
 const refundLockByIdempotencyKeyID = `-- name: RefundLockByIdempotencyKeyID :one
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 FROM refunds
 WHERE idempotency_key_id = $1
 FOR UPDATE
@@ -449,6 +457,7 @@ func (q *Queries) RefundLockByIdempotencyKeyID(ctx context.Context, db DBTX, ide
 		&i.PublicID,
 		&i.LegacyID,
 		&i.PaymentPublicID,
+		&i.SecondRefunds,
 	)
 	return &i, err
 }
@@ -459,7 +468,7 @@ SET refund_attempt_spent_at = coalesce(refund_attempt_spent_at, now()),
     updated_at              = now()
 WHERE id = $1
   AND refund_attempt = $2
-RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 `
 
 type RefundMarkAttemptSpentParams struct {
@@ -492,6 +501,7 @@ func (q *Queries) RefundMarkAttemptSpent(ctx context.Context, db DBTX, arg *Refu
 		&i.PublicID,
 		&i.LegacyID,
 		&i.PaymentPublicID,
+		&i.SecondRefunds,
 	)
 	return &i, err
 }
@@ -504,7 +514,7 @@ SET refund_attempt          = refund_attempt + 1,
     updated_at              = now()
 WHERE id = $1
   AND refund_attempt = $2
-RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 `
 
 type RefundNextAttemptParams struct {
@@ -537,6 +547,7 @@ func (q *Queries) RefundNextAttempt(ctx context.Context, db DBTX, arg *RefundNex
 		&i.PublicID,
 		&i.LegacyID,
 		&i.PaymentPublicID,
+		&i.SecondRefunds,
 	)
 	return &i, err
 }
@@ -579,7 +590,7 @@ WITH prev AS (
       -- too). An operator settles a key parked since, Stripe consulted.
       AND (refunds.status_at IS NULL OR $5::boolean)
       AND NOT ($5::boolean AND refunds.status = 'succeeded' AND $2 <> 'succeeded')
-    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 ), payment AS (
     UPDATE payments AS p
     SET amount_refunded = p.amount_refunded
@@ -599,7 +610,7 @@ WITH prev AS (
                'stripe_refund_id', r.stripe_refund_id, 'failure_reason', r.failure_reason))
     FROM refund AS r
 )
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 FROM refund
 `
 
@@ -632,6 +643,7 @@ type RefundRecordOutcomeRow struct {
 	PublicID             uuid.UUID
 	LegacyID             *int64
 	PaymentPublicID      uuid.UUID
+	SecondRefunds        json.RawMessage
 }
 
 // RefundRecordOutcome records what Stripe made of a refund, moves the
@@ -675,6 +687,36 @@ func (q *Queries) RefundRecordOutcome(ctx context.Context, db DBTX, arg *RefundR
 		&i.PublicID,
 		&i.LegacyID,
 		&i.PaymentPublicID,
+		&i.SecondRefunds,
 	)
 	return &i, err
+}
+
+const refundRecordSecondRefund = `-- name: RefundRecordSecondRefund :exec
+UPDATE refunds
+SET second_refunds = coalesce(second_refunds, '{}'::jsonb)
+        || jsonb_build_object($1::text,
+               jsonb_build_object('status', $2::text, 'refund_failed', $3::boolean))
+WHERE id = $4
+`
+
+type RefundRecordSecondRefundParams struct {
+	StripeRefundID string
+	Status         string
+	RefundFailed   bool
+	ID             int64
+}
+
+// RefundRecordSecondRefund records that refund's key was handed to an
+// operator for a second Refund of its intent (stripe_refund_id), in status
+// (pending or succeeded), the refund recorded failed then or not: what a
+// later event of that Refund is weighed against (refunds.second_refunds).
+func (q *Queries) RefundRecordSecondRefund(ctx context.Context, db DBTX, arg *RefundRecordSecondRefundParams) error {
+	_, err := db.Exec(ctx, refundRecordSecondRefund,
+		arg.StripeRefundID,
+		arg.Status,
+		arg.RefundFailed,
+		arg.ID,
+	)
+	return err
 }

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -145,7 +146,7 @@ func (q *Queries) PaymentMarkDisputed(ctx context.Context, db DBTX, arg *Payment
 }
 
 const refundLockForEvent = `-- name: RefundLockForEvent :one
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 FROM refunds
 WHERE stripe_refund_id = $1
    OR (stripe_refund_id IS NULL AND intent_id = $2)
@@ -185,12 +186,13 @@ func (q *Queries) RefundLockForEvent(ctx context.Context, db DBTX, arg *RefundLo
 		&i.PublicID,
 		&i.LegacyID,
 		&i.PaymentPublicID,
+		&i.SecondRefunds,
 	)
 	return &i, err
 }
 
 const refundLockOfIntentForPaymentIntent = `-- name: RefundLockOfIntentForPaymentIntent :one
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 FROM refunds
 WHERE refunds.payment_id = (SELECT p.id FROM payments AS p WHERE p.stripe_payment_intent_id = $1)
   AND refunds.intent_id = $2
@@ -234,6 +236,7 @@ func (q *Queries) RefundLockOfIntentForPaymentIntent(ctx context.Context, db DBT
 		&i.PublicID,
 		&i.LegacyID,
 		&i.PaymentPublicID,
+		&i.SecondRefunds,
 	)
 	return &i, err
 }
@@ -248,7 +251,7 @@ WITH refund AS (
         updated_at       = now()
     WHERE refunds.id = $5
       AND refunds.status = $6
-    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+    RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 ), payment AS (
     UPDATE payments AS p
     -- Money moves by the change of status alone: an event that leaves the
@@ -268,7 +271,7 @@ WITH refund AS (
                'stripe_refund_id', r.stripe_refund_id, 'failure_reason', r.failure_reason, 'by', 'webhook'))
     FROM refund AS r
 )
-SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id
+SELECT id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 FROM refund
 `
 
@@ -302,6 +305,7 @@ type RefundTransitionRow struct {
 	PublicID             uuid.UUID
 	LegacyID             *int64
 	PaymentPublicID      uuid.UUID
+	SecondRefunds        json.RawMessage
 }
 
 // RefundTransition moves a refund from the status it has to another, as
@@ -340,34 +344,9 @@ func (q *Queries) RefundTransition(ctx context.Context, db DBTX, arg *RefundTran
 		&i.PublicID,
 		&i.LegacyID,
 		&i.PaymentPublicID,
+		&i.SecondRefunds,
 	)
 	return &i, err
-}
-
-const stripeEventAlarmRaisedBefore = `-- name: StripeEventAlarmRaisedBefore :one
-SELECT EXISTS (
-    SELECT 1
-    FROM stripe_events
-    WHERE object_id = $1
-      AND outcome = 'alarm'
-      AND starts_with(reason, $2::text)
-) AS raised
-`
-
-type StripeEventAlarmRaisedBeforeParams struct {
-	ObjectID *string
-	Reason   string
-}
-
-// StripeEventAlarmRaisedBefore says whether an event about object_id was
-// recorded as an alarm whose reason begins with reason: the same
-// contradiction, raised before (stripe_events_alarm_object_id_idx). The
-// event being applied is still 'received'.
-func (q *Queries) StripeEventAlarmRaisedBefore(ctx context.Context, db DBTX, arg *StripeEventAlarmRaisedBeforeParams) (bool, error) {
-	row := db.QueryRow(ctx, stripeEventAlarmRaisedBefore, arg.ObjectID, arg.Reason)
-	var raised bool
-	err := row.Scan(&raised)
-	return raised, err
 }
 
 const stripeEventInsert = `-- name: StripeEventInsert :one

@@ -73,7 +73,7 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, payment *dbsqlc.Pay
 		// counts it with the event; the metric of captures made outside
 		// paymentsd counts it too, as a run's or an operator's find.
 		if s.Outside != nil {
-			s.Outside(FoundByWebhook)
+			db.AfterCommit(ctx, func() { s.Outside(FoundByWebhook) })
 		}
 		return "", phases.Alarm("%s", outsideReason(payment, out))
 	}

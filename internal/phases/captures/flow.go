@@ -142,7 +142,9 @@ func (f *flow) record(ctx context.Context, tx db.Tx, run *phases.Run, s *state, 
 		return phases.Transition{}, err
 	}
 	if capturedOutside(out) {
-		alarmOutside(ctx, f.stripe.outside, string(f.action), s.payment, out)
+		// Once the record commits: a record refused by the fence, or
+		// retried, alarms once or not at all.
+		db.AfterCommit(ctx, func() { alarmOutside(ctx, f.stripe.outside, string(f.action), s.payment, out) })
 	}
 	return phases.FinishWith(resp), nil
 }

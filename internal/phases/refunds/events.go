@@ -43,7 +43,7 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 		why := fmt.Sprintf("Refund %s of refund %d's intent is %s for %d, and refund %d was recorded failed (%s) by Refund %s: "+
 			"money %s for a refund answered failed", sr.ID, refund.ID, status, sr.Amount, refund.ID,
 			deref(refund.FailureReason), *refund.StripeRefundID, moved(status))
-		return "", s.reopenOnce(ctx, tx, refund, sr.ID, why, "; resolve it as refunded by "+sr.ID)
+		return "", s.reopenOnce(ctx, tx, refund, sr, status, why, "; resolve it as refunded by "+sr.ID)
 	case refund.StripeRefundID != nil && *refund.StripeRefundID != sr.ID:
 		// Before any check of order: the money of a second Refund is
 		// returned whatever this event's time. Nothing recorded is its,
@@ -61,7 +61,7 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 		// above): it is settled by that one, never by this one
 		// (Resolver.Charged refuses), unless the recorded one fails.
 		first := *refund.StripeRefundID
-		return "", s.reopenOnce(ctx, tx, refund, sr.ID, fmt.Sprintf("Refund %s of refund %d's intent is %s for %d, and refund %d records Refund %s (%s for %d): "+
+		return "", s.reopenOnce(ctx, tx, refund, sr, status, fmt.Sprintf("Refund %s of refund %d's intent is %s for %d, and refund %d records Refund %s (%s for %d): "+
 			"a second refund, money %s twice", sr.ID, refund.ID, sr.Status, sr.Amount, refund.ID, first,
 			refund.Status, refund.Amount, moved(status)),
 			fmt.Sprintf("; resolve it as refunded by %s, and deal with %s in Stripe (if both stand, the money was returned twice); "+
@@ -81,7 +81,8 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 			sr.ID, status, refund.ID, deref(refund.FailureReason), moved(status))
 		// The key answers "not refunded" no more: a client told so would
 		// refund again under a new key.
-		return "", s.reopen(ctx, tx, refund, why, "; resolve it as refunded by "+sr.ID)
+		_, err := s.reopen(ctx, tx, refund, why, "; resolve it as refunded by "+sr.ID)
+		return "", err
 	case status == StatusPending && refund.Status == StatusSucceeded:
 		return fmt.Sprintf("refund %d succeeded already", refund.ID), nil
 	}
@@ -117,37 +118,21 @@ func moved(status string) string {
 	return "returned"
 }
 
-// reopenOnce reopens refund's key for a second Refund (secondID) of its
-// intent, as reopen does, unless an earlier event about the same Refund
-// raised the same alarm: why names the second Refund's status and what the
-// refund records (its Refund and status), so the same words mean the same
-// money, which the operator was handed then and has weighed, or is
-// weighing. That event reopened the key once; this one (charge.refund.updated
-// beside refund.updated, or a later event of a Refund whose status has not
-// moved) only alarms, and an operator's settling sticks. A pending second
-// Refund that then succeeds, or a refund whose recorded state changed
-// since, words it otherwise: new money, and the key is reopened.
-func (s *EventSettler) reopenOnce(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, secondID, why, resolve string) error {
-	raised, err := dbsqlc.New().StripeEventAlarmRaisedBefore(ctx, tx, &dbsqlc.StripeEventAlarmRaisedBeforeParams{ObjectID: &secondID, Reason: why})
-	if err != nil {
-		return fmt.Errorf("error looking up earlier alarms of Refund %s: %w", secondID, err)
-	}
-	if raised {
-		return phases.Alarm("%s; an earlier event of Refund %s raised this and handed the key to the operator then: not reopened", why, secondID)
-	}
-	return s.reopen(ctx, tx, refund, why, resolve)
-}
-
 // reopen hands the key of refund, whose answer a Refund contradicts (not
 // refunded, or refunded once), back to an operator, parked for a conflict,
 // from its tombstone if the reaper took it, and returns the alarm to
-// record. resolve tells the operator how to settle it.
-func (s *EventSettler) reopen(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, why, resolve string) error {
+// record. resolve tells the operator how to settle it. A key that has not
+// finished is parked now (Engine.HandOver): whether a run holds it or it
+// awaits an operator for another reason, it must not finish with an
+// answer that leaves this Refund out. done is false when it failed, or
+// when a live key holds the reaped key's idempotency key, so that a later
+// event tries again.
+func (s *EventSettler) reopen(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, why, resolve string) (done bool, err error) {
 	if refund.IdempotencyKeyID != nil {
-		if _, err := s.Engine.Reopen(ctx, tx, *refund.IdempotencyKeyID, RefundCreated, why+resolve); err != nil {
-			return err
+		if _, err := s.Engine.HandOver(ctx, tx, *refund.IdempotencyKeyID, RefundCreated, why+resolve); err != nil {
+			return false, err
 		}
-		return phases.Alarm("%s", why)
+		return true, phases.Alarm("%s", why)
 	}
 	keyID, restored, err := s.Engine.Restore(ctx, tx, phases.Reaped{
 		ResourceType: "refund", ResourceID: refund.ID, Method: http.MethodPost, Flow: FlowName, CreatedAt: refund.CreatedAt,
@@ -155,17 +140,17 @@ func (s *EventSettler) reopen(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 	var inUse *phases.KeyInUseError
 	switch {
 	case errors.As(err, &inUse):
-		return phases.Alarm("%s; its key was reaped, and key %d holds its idempotency key now: not brought back, "+
+		return false, phases.Alarm("%s; its key was reaped, and key %d holds its idempotency key now: not brought back, "+
 			"its tombstone kept (docs/operations.md)", why, inUse.KeyID)
 	case err != nil:
-		return err
+		return false, err
 	case !restored:
-		return phases.Alarm("%s; its key was reaped and its tombstone is gone too: no key to resolve (docs/operations.md)", why)
+		return true, phases.Alarm("%s; its key was reaped and its tombstone is gone too: no key to resolve (docs/operations.md)", why)
 	}
 	if _, err := dbsqlc.New().RefundLinkRestoredKey(ctx, tx, &dbsqlc.RefundLinkRestoredKeyParams{ID: refund.ID, IdempotencyKeyID: &keyID}); err != nil {
-		return fmt.Errorf("error linking refund %d to its restored key: %w", refund.ID, err)
+		return false, fmt.Errorf("error linking refund %d to its restored key: %w", refund.ID, err)
 	}
-	return phases.Alarm("%s; its reaped key %d is back for an operator", why, keyID)
+	return true, phases.Alarm("%s; its reaped key %d is back for an operator", why, keyID)
 }
 
 // stage orders a refund's statuses as Stripe moves a Refund: pending
