@@ -1,0 +1,78 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paymentsd/paymentsd/emulator/stripefake"
+	"github.com/paymentsd/paymentsd/internal/testutil"
+)
+
+// TestWebhookRecordedRefundFailingAfterTheOperatorWeighedASecondOne: refund
+// key "back" answered 201 pending with Refund re_A. A second Refund re_B of
+// its intent succeeds and parks the key; the operator does what the alarm
+// and docs/operations.md say (resolve it as refunded by re_A, the Refund
+// the refund records, while re_A stands). re_A then fails. re_B returned
+// the customer's 600; the refund records re_A's failure, gives its 600
+// back to the payment, and nothing is handed to the operator again (while
+// parked, the same failure only alarmed). The payment shows 600 refundable
+// that re_B already returned: a client that asks for it under a new key
+// refunds the customer 1200 for 600.
+func TestWebhookRecordedRefundFailingAfterTheOperatorWeighedASecondOne(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	created := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+	reA := *decode[refund](t, created).StripeRefundID
+
+	// re_B succeeds: the key is the operator's.
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	require.Equal(t, "succeeded", string(reB.Status))
+	_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	requireProblem(t, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+
+	// The operator resolves it as refunded by re_A, as told.
+	id := keyID(t, svc, "back")
+	settled, err := svc.App.Resolve(context.Background(), id, reA)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+
+	// re_A fails at Stripe; re_B's 600 stays with the customer.
+	_, err = em.SetRefundStatus(reA, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+	require.NoError(t, err)
+	_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now().Add(2*time.Second))
+	resp = deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	t.Logf("re_A's failure: %s (%s)", resp.Body, lastEventReason(t, svc))
+
+	got := getPaymentOf(t, svc, apiKey, p.ID)
+	var parked bool
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT needs_attention_at IS NOT NULL FROM idempotency_keys WHERE id = $1", id).Scan(&parked))
+
+	// The client asks for the 600 the books say is still refundable.
+	again := postRefund(t, svc, apiKey, "again", p.ID, `{"amount": 600}`)
+	var returned int64
+	for _, rf := range em.Refunds() {
+		if rf.Status != stripefake.RefundFailed {
+			returned += rf.Amount
+		}
+	}
+	require.True(t, parked || got["amount_refunded"] == float64(600) || again.Status != http.StatusCreated,
+		"Refund %s returned 600 for refund key \"back\" (settled by the operator as refunded by %s); %s then failed, "+
+			"and the payment shows amount_refunded %v, the key is not handed back, and a new refund of 600 answered %d: "+
+			"Stripe returned %d to the customer for one refund of 600",
+		reB.ID, reA, reA, got["amount_refunded"], again.Status, returned)
+}
