@@ -76,3 +76,55 @@ func TestWebhookRecordedRefundFailingAfterTheOperatorWeighedASecondOne(t *testin
 			"Stripe returned %d to the customer for one refund of 600",
 		reB.ID, reA, reA, got["amount_refunded"], again.Status, returned)
 }
+
+// TestWebhookSecondRefundNoNewsReopensAKeyTheOperatorSettled: refund key
+// "back" answered 201 pending with Refund re_A; a second Refund re_B of its
+// intent succeeded, and its refund.created parked the key ("… records
+// Refund re_A (pending for 600) …"). re_A has succeeded at Stripe since,
+// its event not yet here. The operator resolves the key as refunded by
+// re_A, as told: the resolve reads re_A succeeded and records the refund
+// succeeded. Stripe's charge.refund.updated of the same change of re_B
+// (no news about re_B, the case TestWebhookSecondRefundReopensItsKeyOnce
+// covers) now words the alarm "(succeeded for 600)", because the
+// operator's own settling moved the refund, and reopenOnce hands the key
+// back again: the settled key answers 503 for nothing new.
+func TestWebhookSecondRefundNoNewsReopensAKeyTheOperatorSettled(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	created := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+	reA := *decode[refund](t, created).StripeRefundID
+
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	object := stripeObject(t, svc, "/v1/refunds/"+reB.ID)
+	_, payload := event("refund.created", object, time.Now().Add(time.Second))
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	id := keyID(t, svc, "back")
+
+	// re_A succeeds at Stripe; the operator resolves by it.
+	_, err := em.SetRefundStatus(reA, stripefake.RefundSucceeded, "")
+	require.NoError(t, err)
+	settled, err := svc.App.Resolve(context.Background(), id, reA)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`).Status)
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+
+	// The same change of re_B, as charge.refund.updated.
+	_, payload = event("charge.refund.updated", object, time.Now().Add(time.Second))
+	resp = deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status)
+	reason := lastEventReason(t, svc)
+	replay := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, replay.Status,
+		"the operator settled key %d as refunded by %s, weighing %s's 600; charge.refund.updated of the same change of %s "+
+			"(no news) handed it back, because the settling itself reworded the alarm (%q): the client's refund answers %d %s",
+		id, reA, reB.ID, reB.ID, reason, replay.Status, replay.Body)
+}
