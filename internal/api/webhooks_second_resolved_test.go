@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,4 +128,59 @@ func TestWebhookSecondRefundNoNewsReopensAKeyTheOperatorSettled(t *testing.T) {
 		"the operator settled key %d as refunded by %s, weighing %s's 600; charge.refund.updated of the same change of %s "+
 			"(no news) handed it back, because the settling itself reworded the alarm (%q): the client's refund answers %d %s",
 		id, reA, reB.ID, reB.ID, reason, replay.Status, replay.Body)
+}
+
+// metricLine is the value /metrics shows for name, "" when it shows none.
+func metricLine(t *testing.T, svc *testutil.Service, name string) string {
+	t.Helper()
+	resp := svc.Do(t, http.MethodGet, "/metrics", "")
+	require.Equal(t, http.StatusOK, resp.Status)
+	for _, line := range strings.Split(string(resp.Body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestWebhookReopenRetriedCountsTheKeyParkedTwice: a second Refund re_B of
+// the intent of a refund recorded failed hands its key back to the
+// operator (Engine.Reopen), which counts the key in
+// paymentsd_keys_needing_attention_total inside the webhook's
+// transaction. Postgres aborts that transaction once with a serialization
+// failure (as a concurrent delivery can), and db.WithTxV runs it again:
+// one key parked once, counted twice. A trigger of the test's own
+// database raises the 40001, once.
+func TestWebhookReopenRetriedCountsTheKeyParkedTwice(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay")
+	refundRecordedFailed(t, svc, em, apiKey, p)
+	before := metricLine(t, svc, "paymentsd_keys_needing_attention_total")
+	require.Equal(t, "0", before)
+
+	_, err := svc.Pool.Exec(context.Background(), `
+CREATE SEQUENCE attack_abort_once;
+CREATE FUNCTION attack_abort_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.outcome IS DISTINCT FROM OLD.outcome AND nextval('attack_abort_once') = 1 THEN
+        RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER attack_abort_once BEFORE UPDATE ON stripe_events FOR EACH ROW EXECUTE FUNCTION attack_abort_once();`)
+	require.NoError(t, err)
+
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+	require.Equal(t, "1", metricLine(t, svc, "paymentsd_keys_needing_attention_total"),
+		"one refund key was handed back to the operator once (Refund %s); the counter of keys parked says %s, "+
+			"because the retried webhook transaction counted its Reopen again", reB.ID,
+		metricLine(t, svc, "paymentsd_keys_needing_attention_total"))
 }
