@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paymentsd/paymentsd/emulator/stripefake"
+	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
 
@@ -258,4 +259,106 @@ func TestOperatorResolveByASecondRefundThatFailsMeanwhileStaysPending(t *testing
 		"Refund %s failed (returned nothing) and its event was applied before the operator's resolve committed; the refund "+
 			"is now %s with %s for good, payment reserving %d (refunded %d): the key answers pending and the 600 can never be refunded",
 		reB.ID, status, recorded, reserved, refunded)
+}
+
+// TestWebhookRecordedRefundFailingAfterSucceedingHandsTheKeyBack: refund
+// key "back" succeeded with Refund re_A (600 counted refunded); a second
+// Refund re_B of its intent succeeded too and parked the key, which the
+// operator settled as refunded by re_A, as told. re_A then fails at Stripe
+// (succeeded to failed). re_B returned the 600: the refund stays
+// succeeded, its 600 counted, and the key goes back to the operator, told
+// to resolve it by re_B, which settles it; re_A's and re_B's later events
+// change nothing.
+func TestWebhookRecordedRefundFailingAfterSucceedingHandsTheKeyBack(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+
+	created := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+	reA := *decode[refund](t, created).StripeRefundID
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
+	require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	id := keyID(t, svc, "back")
+	_, err := svc.App.Resolve(context.Background(), id, reA)
+	require.NoError(t, err)
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+
+	_, err = em.SetRefundStatus(reA, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+	require.NoError(t, err)
+	_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now().Add(2*time.Second))
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	require.Contains(t, lastEventReason(t, svc), reB.ID, "the alarm names the second Refund")
+	requireProblem(t, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+	var status string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT status FROM refunds WHERE payment_id = $1", rowID(t, svc, p.ID)).Scan(&status))
+	require.Equal(t, "succeeded", status, "re_B returned the 600: the refund is not recorded failed")
+	require.EqualValues(t, 600, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+	var lastError string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT coalesce(last_error, '') FROM idempotency_keys WHERE id = $1", id).Scan(&lastError))
+	require.Contains(t, lastError, "resolve it as refunded by "+reB.ID)
+
+	// The operator settles it by re_B, as told.
+	_, err = svc.App.Resolve(context.Background(), id, reA)
+	require.ErrorIs(t, err, payments.ErrResolutionRefused, "re_A failed")
+	settled, err := svc.App.Resolve(context.Background(), id, reB.ID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+	replay := decode[refund](t, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`))
+	require.Equal(t, "succeeded", replay.Status)
+	require.Equal(t, reB.ID, *replay.StripeRefundID)
+	for i, re := range []string{reA, reB.ID} {
+		_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+re), time.Now().Add(time.Duration(3+i)*time.Second))
+		require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+	}
+	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`).Status)
+	require.EqualValues(t, 600, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"])
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+	rest := postRefund(t, svc, apiKey, "rest", p.ID, `{}`)
+	require.EqualValues(t, 1400, decode[refund](t, rest).Amount, "the 600 re_B returned is not refundable again")
+}
+
+// TestWebhookRecordedRefundFailingAfterTheSecondFailedToo: refund key
+// "back" is pending with Refund re_A; a second Refund re_B, pending, parks
+// the key, which the operator settles as refunded by re_A. re_B fails
+// (returned nothing), then re_A fails: nothing was returned, and the refund
+// is recorded failed without an operator, its 600 refundable again.
+func TestWebhookRecordedRefundFailingAfterTheSecondFailedToo(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: em, WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	created := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+	reA := *decode[refund](t, created).StripeRefundID
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
+	require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	_, err := svc.App.Resolve(context.Background(), keyID(t, svc, "back"), reA)
+	require.NoError(t, err)
+
+	for i, re := range []string{reB.ID, reA} {
+		_, err = em.SetRefundStatus(re, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+		require.NoError(t, err)
+		_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+re), time.Now().Add(time.Duration(2+i)*time.Second))
+		require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+	}
+	require.Equal(t, []string{"alarm", "ignored", "applied"}, eventOutcomes(t, svc), "last: %q", lastEventReason(t, svc))
+	require.Equal(t, http.StatusCreated, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`).Status)
+	var status string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT status FROM refunds WHERE payment_id = $1", rowID(t, svc, p.ID)).Scan(&status))
+	require.Equal(t, "failed", status)
+	requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+	require.EqualValues(t, 2000, decode[refund](t, postRefund(t, svc, apiKey, "rest", p.ID, `{}`)).Amount)
 }
