@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -201,16 +200,21 @@ CREATE TRIGGER attack_abort_once BEFORE UPDATE ON stripe_events FOR EACH ROW EXE
 // settling then commits the refund pending with re_B, reserving its 600
 // again. re_B has no later event, and nothing else reads it: the refund is
 // pending for ever, the key answers "pending", and 600 of the payment can
-// never be refunded, though nothing was returned.
+// never be refunded, though nothing was returned. The event is delivered
+// as Stripe answers the resolve's read, and that answer waits until the
+// event is applied or waits for a lock itself: the resolve reads re_B
+// under the refund's row lock, and the event, queued behind it, finds
+// re_B recorded once the resolve commits.
 func TestOperatorResolveByASecondRefundThatFailsMeanwhileStaysPending(t *testing.T) {
 	t.Parallel()
 	em := testutil.StartEmulator(t, stripefake.Options{})
 	target, err := url.Parse(em.URL)
 	require.NoError(t, err)
 	var (
-		svc   *testutil.Service
-		watch atomic.Pointer[string] // the Refund whose read the operator's resolve makes
-		fired atomic.Bool
+		svc       *testutil.Service
+		watch     atomic.Pointer[string] // the Refund whose read the operator's resolve makes
+		fired     atomic.Bool
+		delivered = make(chan *testutil.Response, 1) // its event's delivery
 	)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.ModifyResponse = func(resp *http.Response) error {
@@ -218,15 +222,30 @@ func TestOperatorResolveByASecondRefundThatFailsMeanwhileStaysPending(t *testing
 		if id == nil || resp.Request.Method != http.MethodGet || resp.Request.URL.Path != "/v1/refunds/"+*id || !fired.CompareAndSwap(false, true) {
 			return nil
 		}
-		// Answered pending; re_B fails now, and its event comes first.
+		// Answered pending; re_B fails now, and its event comes first:
+		// the answer waits until the event is applied, or waits itself
+		// for a lock the resolve holds while it reads re_B.
 		if _, err := em.SetRefundStatus(*id, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard); err != nil {
 			return err
 		}
 		_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+*id), time.Now().Add(3*time.Second))
-		if got := deliver(t, svc, payload, whsec, time.Now()); got.Status != http.StatusOK {
-			return fmt.Errorf("delivery answered %d", got.Status)
+		go func() { delivered <- deliver(t, svc, payload, whsec, time.Now()) }()
+		for {
+			select {
+			case got := <-delivered:
+				delivered <- got
+				return nil
+			case <-time.After(5 * time.Millisecond):
+			}
+			var waiting int
+			if err := svc.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FROM refunds%FOR UPDATE%'`).Scan(&waiting); err != nil {
+				return err
+			}
+			if waiting > 0 {
+				return nil
+			}
 		}
-		return nil
 	}
 	front := httptest.NewServer(proxy)
 	t.Cleanup(front.Close)
@@ -248,6 +267,12 @@ func TestOperatorResolveByASecondRefundThatFailsMeanwhileStaysPending(t *testing
 	settled, err := svc.App.Resolve(context.Background(), keyID(t, svc, "back"), reB.ID)
 	require.True(t, fired.Load(), "the resolve read %s", reB.ID)
 	require.NoError(t, err)
+	select {
+	case got := <-delivered:
+		require.Equal(t, http.StatusOK, got.Status, "body: %s", got.Body)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the event of %s was never applied", reB.ID)
+	}
 	t.Logf("resolve by %s: %d %s; re_B's failure was recorded %q", reB.ID, settled.Status, settled.Body, lastEventReason(t, svc))
 
 	var status, recorded string
