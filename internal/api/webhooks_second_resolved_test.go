@@ -90,10 +90,12 @@ func TestWebhookRecordedRefundFailingAfterTheOperatorWeighedASecondOne(t *testin
 // its event not yet here. The operator resolves the key as refunded by
 // re_A, as told: the resolve reads re_A succeeded and records the refund
 // succeeded. Stripe's charge.refund.updated of the same change of re_B
-// (no news about re_B, the case TestWebhookSecondRefundReopensItsKeyOnce
-// covers) now words the alarm "(succeeded for 600)", because the
-// operator's own settling moved the refund, and reopenOnce hands the key
-// back again: the settled key answers 503 for nothing new.
+// (no news about re_B, the case TestWebhookSecond/RefundReopensItsKeyOnce
+// covers) words the alarm "(succeeded for 600)", because the operator's
+// own settling moved the refund. When reopenOnce compared alarms' words
+// (up to 93cb3dd) it took that for news and handed the settled key back:
+// 503 for nothing new. refunds.second_refunds (00030) records what re_B
+// did instead, and the settling stands.
 func TestWebhookSecondRefundNoNewsReopensAKeyTheOperatorSettled(t *testing.T) {
 	t.Parallel()
 	em := testutil.StartEmulator(t, stripefake.Options{})
@@ -154,7 +156,8 @@ func metricLine(t *testing.T, svc *testutil.Service, name string) string {
 // paymentsd_keys_needing_attention_total inside the webhook's
 // transaction. Postgres aborts that transaction once with a serialization
 // failure (as a concurrent delivery can), and db.WithTxV runs it again:
-// one key parked once, counted twice. A trigger of the test's own
+// counted as it happened (up to 93cb3dd), one key parked once counted
+// twice; counted by db.AfterCommit, once. A trigger of the test's own
 // database raises the 40001, once.
 func TestWebhookReopenRetriedCountsTheKeyParkedTwice(t *testing.T) {
 	t.Parallel()
