@@ -36,6 +36,31 @@ func lastEventReason(t *testing.T, svc *testutil.Service) string {
 	return reason
 }
 
+// refundRecordedFailed makes refund key "back" of payment p a refund whose
+// answer was lost (Stripe made Refund re_A, pending; the row records no
+// Refund), then settled by the refund.updated of re_A, which failed: the
+// key answers "failed" and the reservation is given back. It returns re_A.
+func refundRecordedFailed(t *testing.T, svc *testutil.Service, em *testutil.Emulator, apiKey string, p payment) string {
+	t.Helper()
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	em.Inject(stripefake.Fault{Kind: stripefake.FaultLostAnswer})
+	requireProblem(t, postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "processor-unavailable")
+	rfs := em.Refunds()
+	require.Len(t, rfs, 1)
+	reA := rfs[0].ID
+
+	_, err := em.SetRefundStatus(reA, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+	require.NoError(t, err)
+	_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now())
+	require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+	require.Equal(t, []string{"applied"}, eventOutcomes(t, svc))
+	told := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, told.Status, "body: %s", told.Body)
+	require.Equal(t, "failed", decode[refund](t, told).Status, "the client is told the refund failed")
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
+	return reA
+}
+
 // TestWebhookSecond covers a second Stripe object of one intent, made
 // outside paymentsd (by a lost send, after a key rotation, by hand with
 // the intent's metadata): a second Refund of a refund's intent, a second
@@ -219,31 +244,6 @@ func TestWebhookSecond(t *testing.T) {
 		})
 	})
 
-	// refundRecordedFailed makes refund key "back" of payment p a refund whose
-	// answer was lost (Stripe made Refund re_A, pending; the row records no
-	// Refund), then settled by the refund.updated of re_A, which failed: the
-	// key answers "failed" and the reservation is given back. It returns re_A.
-	refundRecordedFailed := func(t *testing.T, svc *testutil.Service, bundle *testBundle, p payment) string {
-		t.Helper()
-		require.NoError(t, bundle.em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
-		bundle.em.Inject(stripefake.Fault{Kind: stripefake.FaultLostAnswer})
-		requireProblem(t, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "processor-unavailable")
-		rfs := bundle.em.Refunds()
-		require.Len(t, rfs, 1)
-		reA := rfs[0].ID
-
-		_, err := bundle.em.SetRefundStatus(reA, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
-		require.NoError(t, err)
-		_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now())
-		require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
-		require.Equal(t, []string{"applied"}, eventOutcomes(t, svc))
-		told := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
-		require.Equal(t, http.StatusCreated, told.Status, "body: %s", told.Body)
-		require.Equal(t, "failed", decode[refund](t, told).Status, "the client is told the refund failed")
-		require.NoError(t, bundle.em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
-		return reA
-	}
-
 	// settleByTheSecondRefund has the operator settle refund key "back" of
 	// payment p (2000), key id, which refunded 600 by the failed Refund reA
 	// and parked when the second Refund reB succeeded: resolving it by reA is
@@ -279,7 +279,7 @@ func TestWebhookSecond(t *testing.T) {
 		t.Parallel()
 		svc, bundle := setup(t)
 		p := paid(t, svc, bundle.apiKey, "pay") // 2000
-		reA := refundRecordedFailed(t, svc, bundle, p)
+		reA := refundRecordedFailed(t, svc, bundle.em, bundle.apiKey, p)
 
 		// A second Refund of the intent succeeds: the money went back.
 		reB := secondRefund(t, bundle.em, *p.StripePaymentIntentID, 600, intentOf(t, svc, bundle.userID, "back").Metadata())
@@ -388,7 +388,7 @@ func TestWebhookSecond(t *testing.T) {
 		t.Parallel()
 		svc, bundle := setup(t)
 		p := paid(t, svc, bundle.apiKey, "pay") // 2000
-		refundRecordedFailed(t, svc, bundle, p)
+		refundRecordedFailed(t, svc, bundle.em, bundle.apiKey, p)
 
 		// The client's new refund reserves 1500 and awaits an operator.
 		bundle.em.Inject(stripefake.Fault{Kind: stripefake.FaultIdempotencyError})

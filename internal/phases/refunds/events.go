@@ -31,9 +31,15 @@ type EventSettler struct {
 // money moving for a refund recorded as failed or not refunded by its own
 // Refund. A second Refund, or money moving for a refund recorded failed,
 // hands its key back to the operator, parked for a conflict, from its
-// tombstone if the reaper took it.
+// tombstone if the reaper took it. So does the refund's own Refund failing
+// when a second Refund its key was handed over for returned (or was
+// returning) the money: the refund is not recorded failed then.
 func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, sr *stripe.Refund, at time.Time) (ignored string, err error) {
 	status := outcomeOf(sr).Status
+	handed, err := secondRefundsOf(refund)
+	if err != nil {
+		return "", err
+	}
 	switch {
 	case refund.StripeRefundID != nil && *refund.StripeRefundID != sr.ID && refund.Status == StatusFailed && status != StatusFailed:
 		// Before any check of order, as below: a second Refund of the
@@ -54,6 +60,9 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 		// client told so refunds again); a succeeded one returned the
 		// money twice, which only the operator can weigh.
 		if status == StatusFailed {
+			if err := recordSecondFailed(ctx, tx, refund, sr, handed); err != nil {
+				return "", err
+			}
 			return fmt.Sprintf("Refund %s of refund %d's intent is %s: a second Refund, which returned nothing (refund %d records Refund %s)",
 				sr.ID, refund.ID, sr.Status, refund.ID, *refund.StripeRefundID), nil
 		}
@@ -76,6 +85,15 @@ func (s *EventSettler) Settle(ctx context.Context, tx db.Tx, refund *dbsqlc.Refu
 		// second; Stripe's Refund only moves forward, so an event that
 		// would move this Refund back is older than what is recorded.
 		return fmt.Sprintf("Refund %s is %s already; %s is an older state", sr.ID, refund.Status, status), nil
+	case status == StatusFailed && refund.Status != StatusFailed && len(moneyMoved(handed, sr.ID)) > 0:
+		// The refund's own Refund failed (pending or succeeded before),
+		// and a second Refund of its intent, which its key was handed
+		// over for, returned the money or is returning it: the operator
+		// settled the key by this one, as told while it stood. Answering
+		// "failed" and giving the amount back would have a client refund
+		// again under a new key. The refund stays as it is, its amount
+		// held, and the key is the operator's again.
+		return "", s.ownFailedBesideSeconds(ctx, tx, refund, sr, moneyMoved(handed, sr.ID))
 	case refund.Status == StatusFailed && status != StatusFailed:
 		why := fmt.Sprintf("Refund %s is %s for refund %d, recorded failed (%s): money %s for a refund answered failed",
 			sr.ID, status, refund.ID, deref(refund.FailureReason), moved(status))

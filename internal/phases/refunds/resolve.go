@@ -37,23 +37,38 @@ type Resolver struct {
 // returning) the money, and this one, if it stands, returned it twice,
 // which no answer of the key can record. And a refund recorded succeeded
 // is never moved out of succeeded (RefundRecordOutcome guards it too).
+//
+// Refund refundID is read at Stripe while the refund's row is locked (not
+// its key, nor its payment): the status recorded is then one no event of
+// that Refund applied before the lock contradicts. Read before, it could
+// fail and have its event applied in between (ignored, as a second
+// Refund's), and the refund be recorded pending on a Refund that failed,
+// its amount held for ever, no event to come. An event of the Refund
+// arriving while it is read waits for the lock and applies after, to the
+// refund that records it.
 func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*phases.Response, error) {
-	sr, err := r.Refunder.retrieve(ctx, refundID)
-	if err != nil {
-		return nil, err
-	}
-	// The Refund the refund records, read before the key is locked (no
-	// call to Stripe holds a lock); checked unchanged once it is.
+	// The Refund the refund records, if another, read before anything is
+	// locked; checked unchanged once the refund is. It is only trusted to
+	// have failed (or been canceled), which it does not take back.
 	var recorded *stripe.Refund
 	if pre, err := dbsqlc.New().RefundGetByIdempotencyKeyID(ctx, r.Engine.Pool(), &keyID); err == nil &&
-		pre.StripeRefundID != nil && *pre.StripeRefundID != sr.ID && pre.Status != StatusFailed {
+		pre.StripeRefundID != nil && *pre.StripeRefundID != refundID && pre.Status != StatusFailed {
 		if recorded, err = r.Refunder.retrieve(ctx, *pre.StripeRefundID); err != nil {
 			return nil, err
 		}
 	} else if err != nil && !errors.Is(err, db.ErrNotFound) {
 		return nil, fmt.Errorf("error loading refund of idempotency key %d: %w", keyID, err)
 	}
-	return r.Engine.SettleAfter(ctx, keyID, lockRefundOfKey(keyID), func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	var sr *stripe.Refund
+	lockThenRead := func(ctx context.Context, tx db.Tx) error {
+		if err := lockRefundOfKey(keyID)(ctx, tx); err != nil {
+			return err
+		}
+		var err error
+		sr, err = r.Refunder.retrieve(ctx, refundID)
+		return err
+	}
+	return r.Engine.SettleAfter(ctx, keyID, lockThenRead, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		st, err := refundOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
