@@ -6,15 +6,14 @@
 // the payment's row lock, counting every refund that has not failed (those
 // still in flight included), so concurrent refunds under different keys
 // can never total more than the payment, and Stripe is never asked for
-// more. Lock order: the payment row, then its refund rows, then a key row,
-// as webhooks take them (they lock the row an event is about, then its
-// key) and Run.Checkpoint does (its function before the lease). A key's
-// first transaction locks the key row it inserts first, but no other
-// transaction can see that row before it commits. One path still locks a
-// refund key first: the operator's keys resolve (Engine.Settle; refunds
-// have no locking read of their row by key to hand SettleAfter yet). A
-// refund event meeting it can deadlock; Postgres aborts one of the two
-// after deadlock_timeout, and db.WithTx retries it.
+// more. Lock order: a refund row before its key and its payment.
+// Webhooks lock the refund an event is about, the record step locks it
+// before its key's lease (Run.Checkpoint runs its function first), and the
+// operator's keys resolve locks it before the key (SettleAfter with
+// lockRefundOfKey), reading the Refund it is given at Stripe under that
+// lock. Two of them meeting on one refund wait for each other; they do not
+// deadlock. The first transaction locks the payment and inserts the refund,
+// which no other transaction sees before it commits.
 //
 //	started ──► refund_created ──► finished
 //	 local tx: lock the payment,   Stripe call, then tx: record the
