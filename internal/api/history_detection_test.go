@@ -45,9 +45,10 @@ func TestKeyMadeBeforeTheHeartbeatSawTheLoss(t *testing.T) {
 	requireProblem(t, svc.PostPayment(t, apiKey, "lost-in-restore", visa), http.StatusServiceUnavailable, "processor-unavailable")
 	down.Store(false)
 
-	// The next heartbeat sees the new oid and records the loss at its own
-	// now(), as DeploymentObserveHistory does.
-	_, err := svc.Pool.Exec(context.Background(), "UPDATE deployment SET history_lost_at = now()")
+	// The restored database is a new one (pg_dump): the next heartbeat's
+	// DeploymentObserveHistory sees another oid than the one recorded and
+	// records the loss, as it would after a real restore.
+	_, err := svc.Pool.Exec(context.Background(), "UPDATE deployment SET database_oid = database_oid + 1")
 	require.NoError(t, err)
 	testutil.WaitFor(t, 5*time.Second, 20*time.Millisecond, func() bool { return !svc.App.HistoryLostAt().IsZero() })
 
