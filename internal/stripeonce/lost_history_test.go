@@ -45,6 +45,30 @@ func TestLostHistorySpan(t *testing.T) {
 		}
 	})
 
+	// A loss dated from the old identity's last confirmation: keys made
+	// before the heartbeat saw it are looked up; the horizon, the list's
+	// end, and search's reach run from when it was seen.
+	t.Run("ALossSeenLateIsDatedFromBeforeIt", func(t *testing.T) {
+		lost, seen := now.Add(-100*time.Hour), now.Add(-time.Minute)
+		rules := Rules{
+			LostHistoryAt:     func() time.Time { return lost },
+			LostHistorySeenAt: func() time.Time { return seen },
+		}.WithDefaults()
+		st := fresh()
+		st.KeyCreatedAt = now.Add(-2 * time.Minute) // made after the loss, before it was seen
+		span, ok := st.lostHistorySpan(rules)
+		if !ok || span.Empty() {
+			t.Fatalf("want a lookup with a list, got %+v (due %v)", span, ok)
+		}
+		if want := lost.Add(skew - Window); !span.SearchSince.Before(want) {
+			t.Errorf("search must reach the day before the loss (%s), got %s", want, span.SearchSince)
+		}
+		st.KeyCreatedAt = seen.Add(73 * time.Hour)
+		if _, ok := st.lostHistorySpan(rules); ok {
+			t.Error("a key made past the horizon after the loss was seen was looked up")
+		}
+	})
+
 	t.Run("KeysMadeBeforeTheLossOrPastTheHorizonAreNotLookedUp", func(t *testing.T) {
 		if _, ok := fresh().lostHistorySpan(rulesLostAt(now.Add(time.Second))); ok {
 			t.Error("a key made before the loss was looked up")

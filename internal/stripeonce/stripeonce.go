@@ -77,16 +77,21 @@ type Rules struct {
 	// times, so it is moved by the skew between the two, measured, rather
 	// than trusting LookupLookback to cover any skew at all.
 	StripeOffset func() time.Duration
-	// LostHistoryAt, when set, is when the database last found its history
-	// may have been lost (a promotion, a restore: see migration 00022), or
-	// the zero time. A key made within LostHistoryHorizon after it may be
-	// a lost key sent again after Stripe forgot it: it is looked up (by
-	// search, and a list over what search may not show yet) before its
-	// first Stripe key is sent.
+	// LostHistoryAt, when set, is a time no later than the database's last
+	// loss of history (a promotion, a restore: see migrations 00022 and
+	// 00033), or the zero time. A key made after it, up to
+	// LostHistoryHorizon after the loss was seen, may be a lost key sent
+	// again after Stripe forgot it: it is looked up (by search, and a list
+	// over what search may not show yet) before its first Stripe key is
+	// sent.
 	LostHistoryAt func() time.Time
-	// LostHistoryHorizon is how long after a loss new keys are looked up
-	// first (how late a client may send a lost key again), and how far
-	// back before it a restore may have gone. Defaults to 72h.
+	// LostHistorySeenAt, when set, is when that loss was seen (the
+	// heartbeat found a new timeline or oid), or the zero time when that
+	// is not known: LostHistoryAt is then taken for it.
+	LostHistorySeenAt func() time.Time
+	// LostHistoryHorizon is how long after a loss was seen new keys are
+	// looked up first (how late a client may send a lost key again), and
+	// how far back before it a restore may have gone. Defaults to 72h.
 	LostHistoryHorizon time.Duration
 	// Observe, when set, is told the result of every lookup: adopted,
 	// not_found, not_created or needs_attention.
@@ -114,6 +119,9 @@ func (r Rules) WithDefaults() Rules {
 	defaultTo(&r.LostHistoryHorizon, 72*time.Hour)
 	if r.LostHistoryAt == nil {
 		r.LostHistoryAt = func() time.Time { return time.Time{} }
+	}
+	if r.LostHistorySeenAt == nil {
+		r.LostHistorySeenAt = func() time.Time { return time.Time{} }
 	}
 	if r.Observe == nil {
 		r.Observe = func(string) {}
@@ -335,8 +343,8 @@ func (st *State) skew(rules Rules) (lo, hi time.Duration, now time.Time) {
 // younger than search's lag; key 1 sent again is then a new create.
 //
 // The list need not reach past what a lost send may have made: every lost
-// send went out before the loss was seen (lost, here: the old primary is
-// fenced before the new one serves, operations.md "Database failover"), so
+// send went out before the loss was seen (the old primary is fenced before
+// the new one serves, operations.md "Database failover"), so
 // what it made is made, and listed, within ExecutionBound and the
 // visibility margin after that. Once search covers that too (SearchLag and
 // LookupLookback later), the list is empty and search alone decides, as
@@ -351,16 +359,24 @@ func (st *State) skew(rules Rules) (lo, hi time.Duration, now time.Time) {
 // replays what any history made under it. A key made after the loss came
 // through this lookup first.
 func (st *State) lostHistorySpan(rules Rules) (Span, bool) {
-	lost := rules.LostHistoryAt()
+	// lost is no later than the loss (a key made on the new history, even
+	// before the heartbeat saw the loss, is made after it); seen is when
+	// the loss was seen, no earlier than it.
+	lost, seen := rules.LostHistoryAt(), rules.LostHistorySeenAt()
+	if seen.Before(lost) {
+		seen = lost
+	}
 	if st.Attempt != 1 || st.SpentAt != nil || lost.IsZero() ||
-		st.KeyCreatedAt.Before(lost) || st.KeyCreatedAt.After(lost.Add(rules.LostHistoryHorizon)) {
+		st.KeyCreatedAt.Before(lost) || st.KeyCreatedAt.After(seen.Add(rules.LostHistoryHorizon)) {
 		return Span{}, false
 	}
 	lo, _, now := st.skew(rules)
-	span := st.Lookup(rules, earliest(now, lost.Add(rules.ExecutionBound+rules.VisibilityMargin)))
-	// A restore may go back as far as the horizon: a lost key's sends
-	// may be as old, and Stripe's window older still.
-	span.SearchSince = lost.Add(lo - rules.LostHistoryHorizon - Window - rules.ExecutionBound - rules.LookupLookback)
+	span := st.Lookup(rules, earliest(now, seen.Add(rules.ExecutionBound+rules.VisibilityMargin)))
+	// A lost key was made after lost; a restore may go back as far as the
+	// horizon before the loss was seen: a lost key's sends may be as old,
+	// and Stripe's window older still.
+	span.SearchSince = earliest(lost, seen.Add(-rules.LostHistoryHorizon)).
+		Add(lo - Window - rules.ExecutionBound - rules.LookupLookback)
 	return span, true
 }
 
