@@ -180,15 +180,24 @@ func TestLostHistory(t *testing.T) {
 
 	// The database tells when its history may have been lost: a restore from
 	// pg_dump makes a database with another oid than the one it recorded (so
-	// does a promotion, with another timeline). The heartbeat records it.
+	// does a promotion, with another timeline). The heartbeat records it, and
+	// dates the loss no later than it happened: from when it last confirmed
+	// the old identity, a value the restore brings back with the old rows.
 	t.Run("HistoryLossIsSeenByTheHeartbeat", func(t *testing.T) {
 		t.Parallel()
 		svc, _ := setupWith(t, testutil.ServiceOptions{HeartbeatInterval: 50 * time.Millisecond, Workers: quietCompleter})
 		require.True(t, svc.App.HistoryLostAt().IsZero(), "a database seen the first time has lost nothing")
+		var confirmed time.Time
+		require.NoError(t, svc.Pool.QueryRow(context.Background(),
+			"SELECT history_confirmed_at FROM deployment").Scan(&confirmed))
+		changed := time.Now()
 		_, err := svc.Pool.Exec(context.Background(), "UPDATE deployment SET database_oid = database_oid + 1")
 		require.NoError(t, err)
 		testutil.WaitFor(t, 5*time.Second, 20*time.Millisecond, func() bool { return !svc.App.HistoryLostAt().IsZero() })
-		require.WithinDuration(t, time.Now(), svc.App.HistoryLostAt(), 5*time.Second)
+		require.WithinDuration(t, time.Now(), svc.App.HistoryLossSeenAt(), 5*time.Second)
+		require.True(t, svc.App.HistoryLostAt().Before(changed), "dated no later than the loss: %s", svc.App.HistoryLostAt())
+		require.WithinDuration(t, confirmed.Add(-time.Minute), svc.App.HistoryLostAt(), time.Second,
+			"from when the old identity was last confirmed, less a minute for the clocks")
 	})
 
 	// Defect: a key lost with the database's history and sent again after

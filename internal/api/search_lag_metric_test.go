@@ -35,7 +35,8 @@ func TestLookupsTrustingSearchLagAreVisible(t *testing.T) {
 	requireMetric(t, svc, `paymentsd_reconciliations_total{result="not_found"} 1`)
 	requireMetric(t, svc, `paymentsd_lookups_trusting_search_lag_total{result="not_found"} 0`)
 
-	// After a history loss a new key is looked up by search alone.
+	// After a history loss a new key is looked up before its first send:
+	// what a lost send made before the list's reach, search alone covers.
 	_, err := svc.Pool.Exec(context.Background(), "UPDATE deployment SET history_lost_at = now() - interval '1 minute'")
 	require.NoError(t, err)
 	testutil.WaitFor(t, 5*time.Second, 20*time.Millisecond, func() bool { return !svc.App.HistoryLostAt().IsZero() })

@@ -131,7 +131,7 @@ func New(ctx context.Context, pool *db.Pool, opts Options) (*App, error) {
 		return nil, fmt.Errorf("error reading the deployment's namespace (are migrations applied?): %w", err)
 	}
 	history := &historyWatch{}
-	opts.Stripe.LostHistoryAt = history.lostAt
+	opts.Stripe.LostHistoryAt, opts.Stripe.LostHistorySeenAt = history.lostAt, history.seenAt
 	charger := payments.NewCharger(opts.Stripe)
 	receipt := workers.EnqueueReceipt
 	refunder := refunds.NewRefunder(charger)

@@ -77,15 +77,21 @@ type Rules struct {
 	// times, so it is moved by the skew between the two, measured, rather
 	// than trusting LookupLookback to cover any skew at all.
 	StripeOffset func() time.Duration
-	// LostHistoryAt, when set, is when the database last found its history
-	// may have been lost (a promotion, a restore: see migration 00022), or
-	// the zero time. A key made within LostHistoryHorizon after it may be
-	// a lost key sent again after Stripe forgot it: it is looked up by
-	// search before its first Stripe key is sent.
+	// LostHistoryAt, when set, is a time no later than the database's last
+	// loss of history (a promotion, a restore: see migrations 00022 and
+	// 00033), or the zero time. A key made after it, up to
+	// LostHistoryHorizon after the loss was seen, may be a lost key sent
+	// again after Stripe forgot it: it is looked up (by search, and a list
+	// over what search may not show yet) before its first Stripe key is
+	// sent.
 	LostHistoryAt func() time.Time
-	// LostHistoryHorizon is how long after a loss new keys are looked up
-	// first (how late a client may send a lost key again), and how far
-	// back before it a restore may have gone. Defaults to 72h.
+	// LostHistorySeenAt, when set, is when that loss was seen (the
+	// heartbeat found a new timeline or oid), or the zero time when that
+	// is not known: LostHistoryAt is then taken for it.
+	LostHistorySeenAt func() time.Time
+	// LostHistoryHorizon is how long after a loss was seen new keys are
+	// looked up first (how late a client may send a lost key again), and
+	// how far back before it a restore may have gone. Defaults to 72h.
 	LostHistoryHorizon time.Duration
 	// Observe, when set, is told the result of every lookup: adopted,
 	// not_found, not_created or needs_attention.
@@ -113,6 +119,9 @@ func (r Rules) WithDefaults() Rules {
 	defaultTo(&r.LostHistoryHorizon, 72*time.Hour)
 	if r.LostHistoryAt == nil {
 		r.LostHistoryAt = func() time.Time { return time.Time{} }
+	}
+	if r.LostHistorySeenAt == nil {
+		r.LostHistorySeenAt = func() time.Time { return time.Time{} }
 	}
 	if r.Observe == nil {
 		r.Observe = func(string) {}
@@ -202,13 +211,15 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 	if span, ok := st.lostHistorySpan(rules); ok {
 		// A key this database does not know, made soon after it lost
 		// history: what a lost send of it made may be older than Stripe
-		// remembers its key. Search sees everything older than its lag,
-		// and anything younger Stripe replays under the key.
+		// remembers any of its keys. Search sees everything older than
+		// its lag, and the list everything younger: Stripe's replay of
+		// key 1 cannot stand in for the list, since a lost run may have
+		// charged under a later key while key 1 is forgotten.
 		result, found, err := op.Lookup(ctx, span)
 		if found || err != nil {
 			return adopted(rules, result, err)
 		}
-		st.foundNothing(ctx, rules, span, "not_found")
+		st.foundNothing(ctx, rules, span, span.SearchSince, "not_found")
 	}
 	sendCutoff := st.KeyCreatedAt.Add(Window - rules.ExecutionBound - rules.VisibilityMargin)
 	for st.now().Before(sendCutoff) {
@@ -230,7 +241,7 @@ func Do[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T, error)
 		if found || err != nil {
 			return adopted(rules, result, err)
 		}
-		st.foundNothing(ctx, rules, span, "not_found")
+		st.foundNothing(ctx, rules, span, st.KeyCreatedAt, "not_found")
 		if visible := st.SpentAt.Add(rules.VisibilityMargin); st.now().Before(visible) {
 			return zero, fmt.Errorf("stripe key %d of %d holds a server error and no %s is listed yet; "+
 				"the next key may be used after %s", st.Attempt, MaxAttempts, op.What(), visible.UTC().Format(time.RFC3339))
@@ -281,7 +292,7 @@ func reconcile[T any](ctx context.Context, rules Rules, st *State, op Op[T]) (T,
 		return zero, fmt.Errorf("no %s listed yet; one sent near the window's end may still be executing until %s",
 			op.What(), windowEnd.UTC().Format(time.RFC3339))
 	}
-	st.foundNothing(ctx, rules, span, "not_created")
+	st.foundNothing(ctx, rules, span, st.KeyCreatedAt, "not_created")
 	return op.NotCreated(), nil
 }
 
@@ -318,25 +329,62 @@ func (st *State) skew(rules Rules) (lo, hi time.Duration, now time.Time) {
 	return toLocal + min(measured, 0), toLocal + max(measured, 0), now
 }
 
-// lostHistorySpan is the search-only lookup of a key made within
-// LostHistoryHorizon after the database lost history, before a send of its
-// first Stripe key (every run's, until the key is spent: a run that
-// stopped before its lookup answered leaves it to the next): everything
-// the intent made from the horizon and Stripe's window before the loss
-// on. ok is false when no such lookup is due.
+// lostHistorySpan is the lookup of a key made within LostHistoryHorizon
+// after the database lost history, before a send of its first Stripe key
+// (every run's, until the key is spent: a run that stopped before its
+// lookup answered leaves it to the next): everything the intent made from
+// the horizon and Stripe's window before the loss on. ok is false when no
+// such lookup is due.
+//
+// Search sees what is older than its lag; the list covers the rest, as
+// State.Lookup's does. Stripe's replay of key 1 cannot stand in for it:
+// the lost history may have spent key 1 and charged under a later key,
+// with key 1 first used more than Stripe's window ago and the charge
+// younger than search's lag; key 1 sent again is then a new create.
+//
+// The list need not reach past what a lost send may have made: every lost
+// send went out before the loss was seen (the old primary is fenced before
+// the new one serves, operations.md "Database failover"), so
+// what it made is made, and listed, within ExecutionBound and the
+// visibility margin after that. Once search covers that too (SearchLag and
+// LookupLookback later), the list is empty and search alone decides, as
+// the send cut-off lets reconcile's do: for the horizon's three days, new
+// keys on a busy account would otherwise page through an hour of its
+// PaymentIntents each, or be refused when the list is too long.
+//
+// The normal path's lookups (after a spent key) have no such hole: a run
+// sends only before the send cut-off of a KeyCreatedAt the database kept,
+// and every Stripe key of the intent, in any history, was first used after
+// that time; so whatever key it sends next, Stripe still remembers it and
+// replays what any history made under it. A key made after the loss came
+// through this lookup first.
 func (st *State) lostHistorySpan(rules Rules) (Span, bool) {
-	lost := rules.LostHistoryAt()
+	// lost is no later than the loss (a key made on the new history, even
+	// before the heartbeat saw the loss, is made after it); seen is when
+	// the loss was seen, no earlier than it.
+	lost, seen := rules.LostHistoryAt(), rules.LostHistorySeenAt()
+	if seen.Before(lost) {
+		seen = lost
+	}
 	if st.Attempt != 1 || st.SpentAt != nil || lost.IsZero() ||
-		st.KeyCreatedAt.Before(lost) || st.KeyCreatedAt.After(lost.Add(rules.LostHistoryHorizon)) {
+		st.KeyCreatedAt.Before(lost) || st.KeyCreatedAt.After(seen.Add(rules.LostHistoryHorizon)) {
 		return Span{}, false
 	}
 	lo, _, now := st.skew(rules)
-	return Span{
-		Since: now, Until: now.Add(-time.Second), // no list: Stripe replays anything younger than its window
-		// A restore may go back as far as the horizon: a lost key's
-		// sends may be as old, and Stripe's window older still.
-		SearchSince: lost.Add(lo - rules.LostHistoryHorizon - Window - rules.ExecutionBound - rules.LookupLookback),
-	}, true
+	span := st.Lookup(rules, earliest(now, seen.Add(rules.ExecutionBound+rules.VisibilityMargin)))
+	// A lost key was made after lost; a restore may go back as far as the
+	// horizon before the loss was seen: a lost key's sends may be as old,
+	// and Stripe's window older still.
+	span.SearchSince = earliest(lost, seen.Add(-rules.LostHistoryHorizon)).
+		Add(lo - Window - rules.ExecutionBound - rules.LookupLookback)
+	return span, true
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // adopted reports a lookup's outcome.

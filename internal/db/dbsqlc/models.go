@@ -22,12 +22,14 @@ type AuditRecord struct {
 }
 
 type Deployment struct {
-	Singleton     bool
-	Namespace     uuid.UUID
-	CreatedAt     time.Time
-	Timeline      *int64
-	DatabaseOid   *int64
-	HistoryLostAt *time.Time
+	Singleton          bool
+	Namespace          uuid.UUID
+	CreatedAt          time.Time
+	Timeline           *int64
+	DatabaseOid        *int64
+	HistoryLostAt      *time.Time
+	HistoryConfirmedAt *time.Time
+	HistoryLossSeenAt  *time.Time
 }
 
 type IdempotencyKey struct {

@@ -44,8 +44,10 @@ type StripeConfig struct {
 	// lookups keep failing waits before it is handed to an operator.
 	// Defaults to 24h.
 	LookupGrace time.Duration
-	// LostHistoryAt and LostHistoryHorizon: see stripeonce.Rules.
+	// LostHistoryAt, LostHistorySeenAt and LostHistoryHorizon: see
+	// stripeonce.Rules.
 	LostHistoryAt      func() time.Time
+	LostHistorySeenAt  func() time.Time
 	LostHistoryHorizon time.Duration
 	// ObserveLookup, when set, is told the result of every lookup:
 	// adopted, not_found, not_created or needs_attention.
@@ -103,7 +105,8 @@ func NewCharger(cfg StripeConfig) *Charger {
 			ExecutionBound: cfg.ExecutionBound, VisibilityMargin: cfg.VisibilityMargin,
 			LookupGrace: cfg.LookupGrace, SearchLag: cfg.SearchLag, LookupLookback: cfg.LookupLookback, Observe: cfg.ObserveLookup,
 			ObserveTrustedSearchLag: cfg.ObserveTrustedSearchLag,
-			StripeOffset:            clock.Offset, LostHistoryAt: cfg.LostHistoryAt, LostHistoryHorizon: cfg.LostHistoryHorizon,
+			StripeOffset:            clock.Offset, LostHistoryAt: cfg.LostHistoryAt, LostHistorySeenAt: cfg.LostHistorySeenAt,
+			LostHistoryHorizon: cfg.LostHistoryHorizon,
 		}.WithDefaults(),
 	}
 }
