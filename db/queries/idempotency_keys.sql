@@ -30,6 +30,13 @@ WHERE id = @id;
 -- unfinished keys: a cap on what one tenant can leave in flight, checked in
 -- the same statement.
 --
+-- The key is inserted at recovery_point: where the flow's first local steps,
+-- which run in the same transaction, take it when each goes on (the engine's
+-- Flow.reserveAt). The common path so has no advance of a key it has just
+-- inserted; a transaction that ends elsewhere (a refusal that finishes the
+-- key) writes where it ended, and one that fails rolls the key back with
+-- its steps' rows.
+--
 -- The tombstone predicate cannot miss a key being reaped at that moment: the
 -- engine reads the key before inserting it, and the reaper deletes a key and
 -- writes its tombstone in one statement, so a read that no longer sees the
@@ -37,10 +44,10 @@ WHERE id = @id;
 -- name: IdempotencyKeyInsert :one
 INSERT INTO idempotency_keys (
     user_id, idempotency_key, flow, request_method, request_path,
-    request_params, request_fingerprint, request_digest, lock_token, locked_by, locked_at
+    request_params, request_fingerprint, request_digest, recovery_point, lock_token, locked_by, locked_at
 )
 SELECT @user_id, @idempotency_key, @flow, @request_method, @request_path,
-       @request_params, @request_fingerprint, sqlc.narg(request_digest), @lock_token, sqlc.narg(locked_by), now()
+       @request_params, @request_fingerprint, sqlc.narg(request_digest), @recovery_point, @lock_token, sqlc.narg(locked_by), now()
 WHERE (
     SELECT count(*)
     FROM (

@@ -37,6 +37,12 @@
 // call fused with the finish. No transaction is ever held open across a
 // foreign call.
 //
+// A new key is inserted at the recovery point its first transaction
+// reaches when its first local steps go on (for the payment flow,
+// payment_created), not at started and then advanced: the steps' rows
+// commit with the key or not at all. Only a transaction that ends elsewhere
+// (a step finishes the key) writes the key again before it commits.
+//
 // # Isolation
 //
 // Transactions run at READ COMMITTED. Every decision that two runs could race

@@ -80,13 +80,19 @@ func (r *runner[S]) drive(ctx context.Context, open opener) (*Result, error) {
 }
 
 // open takes the key's lease in a's transaction and, for a key resumed past
-// its first step, loads the state its steps left.
+// its first step, loads the state its steps left. A key this run creates is
+// inserted where its first steps will leave it (Flow.reserveAt): the run
+// still starts it at Started, and its row is written again only if the
+// transaction ends elsewhere.
 func (r *runner[S]) open(ctx context.Context, tx db.Tx, a *attempt[S], open opener) error {
 	key, err := open(ctx, tx, a.run.token)
 	if err != nil {
 		return err
 	}
-	a.run.Key = key
+	a.run.Key, a.stored = key, RecoveryPoint(key.RecoveryPoint)
+	if a.run.Fresh {
+		a.run.Key.RecoveryPoint = string(Started)
+	}
 	if key.LockedAt != nil {
 		a.run.dbLeasedAt, a.run.localLeasedAt = *key.LockedAt, a.begun
 	}
@@ -142,9 +148,10 @@ type attempt[S any] struct {
 	resp *Response
 	// begun is when the transaction began, by this process's clock.
 	begun time.Time
-	// moved is set once a step moved the key, which the transaction then
-	// records, fenced by the lease.
-	moved bool
+	// stored is where the key's row stands in this transaction: where the
+	// transaction found it, or where it inserted it. Once a step moved the
+	// key elsewhere, the transaction records where, fenced by the lease.
+	stored RecoveryPoint
 }
 
 // move applies a step's transition to the attempt's key.
@@ -153,7 +160,7 @@ func (a *attempt[S]) move(flow Flow[S], t Transition) error {
 		if t.response == nil {
 			return fmt.Errorf("flow %q finished at %q without a response", flow.Name, a.run.RecoveryPoint())
 		}
-		a.run.Key.RecoveryPoint, a.resp, a.moved = string(Finished), t.response, true
+		a.run.Key.RecoveryPoint, a.resp = string(Finished), t.response
 		return nil
 	}
 	i, err := flow.stepAt(a.run.RecoveryPoint())
@@ -163,14 +170,16 @@ func (a *attempt[S]) move(flow Flow[S], t Transition) error {
 	if i+1 == len(flow.Steps) {
 		return fmt.Errorf("flow %q: its last step, at %q, went on instead of finishing", flow.Name, a.run.RecoveryPoint())
 	}
-	a.run.Key.RecoveryPoint, a.moved = string(flow.Steps[i+1].at), true
+	a.run.Key.RecoveryPoint = string(flow.Steps[i+1].at)
 	return nil
 }
 
 // commit runs one phase transaction: first (taking the lease, or recording
 // a call), then every following step that has no foreign call, and finally
-// one fenced write of where the key now stands. It stops before a step with
-// a call, and returns the response when the flow finished.
+// one fenced write of where the key now stands, unless its row says so
+// already (a new key inserted where its first steps took it). It stops
+// before a step with a call, and returns the response when the flow
+// finished.
 func (r *runner[S]) commit(ctx context.Context, first func(ctx context.Context, tx db.Tx, a *attempt[S]) error) (*Response, error) {
 	start := time.Now()
 	a, err := db.WithTxV(ctx, r.e.pool, func(ctx context.Context, tx db.Tx) (*attempt[S], error) {
@@ -180,6 +189,9 @@ func (r *runner[S]) commit(ctx context.Context, first func(ctx context.Context, 
 			run.Key = &key
 		}
 		a := &attempt[S]{run: &run, state: r.state, begun: start}
+		if run.Key != nil {
+			a.stored = run.RecoveryPoint()
+		}
 		if err := first(ctx, tx, a); err != nil {
 			return nil, err
 		}
@@ -200,7 +212,7 @@ func (r *runner[S]) commit(ctx context.Context, first func(ctx context.Context, 
 				return nil, err
 			}
 		}
-		if a.moved {
+		if a.resp != nil || a.run.RecoveryPoint() != a.stored {
 			if err := r.e.fence(ctx, tx, a.run, a.resp); err != nil {
 				return nil, err
 			}

@@ -175,7 +175,7 @@ func (e *Engine) Execute(ctx context.Context, req *Request) (*Result, error) {
 				}
 			}
 			runCtx, cancel := detach(ctx, req.RunTimeout)
-			res, err := flow.drive(runCtx, e, e.insertKey(req), true)
+			res, err := flow.drive(runCtx, e, e.insertKey(req, flow.reserveAt()), true)
 			cancel()
 			if errors.Is(err, errRaced) {
 				continue
@@ -283,7 +283,9 @@ func parkedError(key *dbsqlc.IdempotencyKey) error {
 // errRaced when it could not.
 type opener func(ctx context.Context, tx db.Tx, token uuid.UUID) (*dbsqlc.IdempotencyKey, error)
 
-func (e *Engine) insertKey(req *Request) opener {
+// insertKey creates req's key with a lease, at point (its flow's
+// reserveAt).
+func (e *Engine) insertKey(req *Request, point RecoveryPoint) opener {
 	return func(ctx context.Context, tx db.Tx, token uuid.UUID) (*dbsqlc.IdempotencyKey, error) {
 		key, err := e.queries.IdempotencyKeyInsert(ctx, tx, &dbsqlc.IdempotencyKeyInsertParams{
 			UserID:             req.UserID,
@@ -294,6 +296,7 @@ func (e *Engine) insertKey(req *Request) opener {
 			RequestParams:      req.Params,
 			RequestFingerprint: req.Fingerprint,
 			RequestDigest:      req.Digest,
+			RecoveryPoint:      string(point),
 			LockToken:          uuid.NullUUID{UUID: token, Valid: true},
 			LockedBy:           e.lockedBy(),
 			MaxUnfinished:      int32(e.cfg.MaxUnfinished),

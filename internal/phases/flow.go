@@ -13,7 +13,9 @@ import (
 )
 
 // RecoveryPoint names where a key stands: the step it runs next, or
-// Finished. A new key stands at Started, where every flow's first step is.
+// Finished. A run starts a new key at Started, where every flow's first
+// step is; the key is stored where the run's first transaction leaves it
+// (see reserveAt).
 type RecoveryPoint string
 
 // The recovery points every flow shares.
@@ -45,6 +47,7 @@ type AnyFlow interface {
 	// FlowName is the flow's Name.
 	FlowName() string
 	validate() error
+	reserveAt() RecoveryPoint
 	drive(ctx context.Context, e *Engine, open opener, fresh bool) (*Result, error)
 }
 
@@ -113,6 +116,26 @@ func (f Flow[S]) validate() error {
 		seen[step.at] = true
 	}
 	return nil
+}
+
+// reserveAt is the recovery point a new key is inserted at: where the
+// flow's leading local steps take it when each goes on, the point of its
+// first foreign step. Those steps run in the transaction that inserts the
+// key, so the key's row can say at once where that transaction leaves it:
+// if it commits, their rows exist; if it fails, the key goes with them.
+// One that ends elsewhere (a step finishes the key) writes where it ended.
+// A flow that starts with a foreign step, or has none (its local steps
+// must finish it), inserts at Started.
+func (f Flow[S]) reserveAt() RecoveryPoint {
+	for i, step := range f.Steps {
+		if step.local == nil {
+			if i == 0 {
+				return Started
+			}
+			return step.at
+		}
+	}
+	return Started
 }
 
 // stepAt is the index of the step at point.

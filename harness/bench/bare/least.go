@@ -14,9 +14,9 @@ import (
 // and least_replay.sql, statement for statement. It is a yardstick: the
 // service never runs it. Beside ownSQL it differs where the design does,
 // not where the engine does: the same two transactions, the same statements
-// a transaction, but the key inserted at the point its transaction reaches
-// (not inserted, then advanced), the payment's public id its only key, and
-// five indexes in all.
+// a transaction, the key inserted at the point its transaction reaches (as
+// the service's is), but the payment's public id its only key, the key
+// naming its payment, and five indexes in all.
 type leastSQL struct{}
 
 // Its statements, in the order a payment runs them; least.sql builds the

@@ -18,11 +18,12 @@ const (
 	readKey = `SELECT recovery_point, response_code, response_headers, response_body
 FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`
 
-	// Transaction 1: reserve the key with a lease, create the pending
-	// payment and its audit record, move the key to payment_created.
+	// Transaction 1: reserve the key with a lease at payment_created, the
+	// point this transaction reaches, then create the pending payment and
+	// its audit record.
 	insertKey = `INSERT INTO idempotency_keys (user_id, idempotency_key, flow, request_method, request_path,
-    request_params, request_fingerprint, lock_token, locked_by, locked_at)
-VALUES ($1, $2::text, 'payment', 'POST', '/payments', $3, sha256($2::text::bytea), gen_random_uuid(), NULL, now())
+    request_params, request_fingerprint, recovery_point, lock_token, locked_by, locked_at)
+VALUES ($1, $2::text, 'payment', 'POST', '/payments', $3, sha256($2::text::bytea), 'payment_created', gen_random_uuid(), NULL, now())
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING id, lock_token`
 	insertPayment = `WITH payment AS (
@@ -36,8 +37,6 @@ RETURNING id, lock_token`
     FROM payment AS p
 )
 SELECT id, public_id, created_at FROM payment`
-	advanceKey = `UPDATE idempotency_keys SET recovery_point = 'payment_created', locked_at = now(), last_run_at = now()
-WHERE id = $1 AND lock_token = $2`
 
 	// Transaction 2: record the PaymentIntent and audit it, enqueue the
 	// receipt, finish the key with the answer and release the lease.
@@ -68,9 +67,9 @@ WHERE id = $1 AND lock_token = $2`
 
 func (ownSQL) replayRead() string { return readKey }
 
-// reserve inserts the key with a lease, then the payment and its audit
-// record, then moves the key to payment_created, as the service's first
-// phase transaction does.
+// reserve inserts the key with a lease at payment_created, then the
+// payment and its audit record, as the service's first phase transaction
+// does.
 func (ownSQL) reserve(ctx context.Context, tx pgx.Tx, r *request) (reserved, error) {
 	var res reserved
 	if err := tx.QueryRow(ctx, insertKey, r.user, r.key, string(r.raw)).Scan(&res.keyID, &res.token); err != nil {
@@ -78,9 +77,6 @@ func (ownSQL) reserve(ctx context.Context, tx pgx.Tx, r *request) (reserved, err
 	}
 	err := tx.QueryRow(ctx, insertPayment, r.user, res.keyID, r.in.ID(), r.p.Amount, r.p.Currency, r.p.PaymentMethod, r.p.Description).
 		Scan(&res.paymentID, &res.publicID, &res.created)
-	if err == nil {
-		_, err = tx.Exec(ctx, advanceKey, res.keyID, res.token)
-	}
 	return res, err
 }
 

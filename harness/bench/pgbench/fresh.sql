@@ -16,19 +16,21 @@
 \set u random(:umin, :umax)
 \set r random(1, 9223372036854775806)
 
--- Transaction 1: reserve the key with a lease, create the pending payment and
--- its audit record, and move the key to payment_created under the lease. The
--- key is a random UUID, as clients' keys are (and the benchmark's), so that it
--- lands on a random page of the unique index; the fingerprint and the intent
--- id hash what it is made from, which costs the same.
+-- Transaction 1: reserve the key with a lease at payment_created, the point
+-- this transaction reaches (the service inserts a new key where its first
+-- local steps leave it), then create the pending payment and its audit
+-- record. The key is a random UUID, as clients' keys are (and the
+-- benchmark's), so that it lands on a random page of the unique index; the
+-- fingerprint and the intent id hash what it is made from, which costs the
+-- same.
 BEGIN;
 INSERT INTO idempotency_keys (
     user_id, idempotency_key, flow, request_method, request_path,
-    request_params, request_fingerprint, lock_token, locked_by, locked_at
+    request_params, request_fingerprint, recovery_point, lock_token, locked_by, locked_at
 ) VALUES (
     :u::bigint, md5('pgbench-' || :client_id::bigint || '-' || :r::bigint)::uuid::text, 'payment', 'POST', '/payments',
     '{"amount":2000,"currency":"usd","payment_method":"pm_card_visa"}',
-    sha256(('pgbench-' || :client_id::bigint || '-' || :r::bigint)::bytea), gen_random_uuid(), NULL, now()
+    sha256(('pgbench-' || :client_id::bigint || '-' || :r::bigint)::bytea), 'payment_created', gen_random_uuid(), NULL, now()
 )
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING id AS key_id, lock_token AS token \gset
@@ -44,9 +46,6 @@ WITH payment AS (
     FROM payment AS p
 )
 SELECT id AS payment_id, created_at FROM payment \gset
-UPDATE idempotency_keys
-SET recovery_point = 'payment_created', locked_at = now(), last_run_at = now()
-WHERE id = :key_id::bigint AND lock_token = :token::uuid;
 COMMIT;
 
 -- (The service calls Stripe here, outside any transaction.)

@@ -232,10 +232,10 @@ func (q *Queries) IdempotencyKeyGetByUserKey(ctx context.Context, db DBTX, arg *
 const idempotencyKeyInsert = `-- name: IdempotencyKeyInsert :one
 INSERT INTO idempotency_keys (
     user_id, idempotency_key, flow, request_method, request_path,
-    request_params, request_fingerprint, request_digest, lock_token, locked_by, locked_at
+    request_params, request_fingerprint, request_digest, recovery_point, lock_token, locked_by, locked_at
 )
 SELECT $1, $2, $3, $4, $5,
-       $6, $7, $8, $9, $10, now()
+       $6, $7, $8, $9, $10, $11, now()
 WHERE (
     SELECT count(*)
     FROM (
@@ -243,9 +243,9 @@ WHERE (
         FROM idempotency_keys
         WHERE user_id = $1
           AND finished_at IS NULL
-        LIMIT $11::int
+        LIMIT $12::int
     ) AS unfinished
-) < $11::int
+) < $12::int
   AND NOT EXISTS (
     SELECT 1
     FROM idempotency_key_tombstones AS t
@@ -265,6 +265,7 @@ type IdempotencyKeyInsertParams struct {
 	RequestParams      json.RawMessage
 	RequestFingerprint []byte
 	RequestDigest      []byte
+	RecoveryPoint      string
 	LockToken          uuid.NullUUID
 	LockedBy           uuid.NullUUID
 	MaxUnfinished      int32
@@ -276,6 +277,13 @@ type IdempotencyKeyInsertParams struct {
 // again could charge twice), or when the user already has max_unfinished
 // unfinished keys: a cap on what one tenant can leave in flight, checked in
 // the same statement.
+//
+// The key is inserted at recovery_point: where the flow's first local steps,
+// which run in the same transaction, take it when each goes on (the engine's
+// Flow.reserveAt). The common path so has no advance of a key it has just
+// inserted; a transaction that ends elsewhere (a refusal that finishes the
+// key) writes where it ended, and one that fails rolls the key back with
+// its steps' rows.
 //
 // The tombstone predicate cannot miss a key being reaped at that moment: the
 // engine reads the key before inserting it, and the reaper deletes a key and
@@ -291,6 +299,7 @@ func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *Idempo
 		arg.RequestParams,
 		arg.RequestFingerprint,
 		arg.RequestDigest,
+		arg.RecoveryPoint,
 		arg.LockToken,
 		arg.LockedBy,
 		arg.MaxUnfinished,

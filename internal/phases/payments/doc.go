@@ -6,7 +6,9 @@
 //	         payment + audit     tx: record the PI    stored response
 //
 // The engine fuses the reservation with the first step and the record of the
-// Stripe call with the finish, so a fresh payment costs two commits.
+// Stripe call with the finish, so a fresh payment costs two commits, and
+// inserts the key at payment_created, where the first one leaves it: the
+// key is written twice, by its insert and by its finish.
 //
 // The Stripe call follows package stripeonce: intent-derived keys (package
 // intent), spent attempts, a consistent lookup, the visibility margin and the
