@@ -89,7 +89,7 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*
 		if err := secondRefundRule(ctx, tx, st.refund, sr, recorded); err != nil {
 			return nil, err
 		}
-		return settle(ctx, tx, key, st.refund, outcomeOf(sr), "refunded")
+		return settle(ctx, tx, key, st.refund, outcomeOf(sr), "refunded", nil)
 	})
 }
 
@@ -182,27 +182,59 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 			return nil, fmt.Errorf("%w: Refund %s of this intent is %s: resolve it as charged", payments.ErrResolutionRefused, sr.ID, sr.Status)
 		}
 	}
+	// The refund's own Refund, verified failed (or canceled) at Stripe, as
+	// every Refund of its intent is: a refund recorded succeeded by it
+	// returned nothing after all, and is settled failed (verifiedFailed).
+	var verifiedFailed *string
+	if own := st.refund.StripeRefundID; own != nil {
+		sr := findRefund(mine, *own)
+		if sr == nil {
+			if sr, err = r.Refunder.retrieve(ctx, *own); err != nil {
+				return nil, err
+			}
+		}
+		if sr.Status == stripe.RefundStatusFailed || sr.Status == stripe.RefundStatusCanceled {
+			verifiedFailed = own
+		}
+	}
 	return r.Engine.SettleAfter(ctx, keyID, lockRefundOfKey(keyID), func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		st, err := refundOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
 		}
+		if refund := st.refund; refund.Status == StatusSucceeded &&
+			(verifiedFailed == nil || refund.StripeRefundID == nil || *refund.StripeRefundID != *verifiedFailed) {
+			return nil, fmt.Errorf("%w: refund %d is recorded succeeded by Refund %s, which Stripe does not show failed: "+
+				"a refund that succeeded is not settled as not refunded", payments.ErrResolutionRefused, refund.ID, deref(refund.StripeRefundID))
+		}
 		out := &Outcome{Rejected: true, Code: "not_refunded", Message: "an operator found that nothing was refunded"}
-		return settle(ctx, tx, key, st.refund, out, "not_refunded")
+		return settle(ctx, tx, key, st.refund, out, "not_refunded", verifiedFailed)
 	})
+}
+
+// findRefund is the Refund of refunds with id id, or nil.
+func findRefund(refunds []*stripe.Refund, id string) *stripe.Refund {
+	for _, sr := range refunds {
+		if sr.ID == id {
+			return sr
+		}
+	}
+	return nil
 }
 
 // settle records the operator's outcome on the refund and audits it. A
 // refund recorded failed (by its run, or by an event of its Refund) that
 // the operator settles as refunded takes its amount back from the payment:
-// refused when the payment no longer has it.
-func settle(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey, refund *dbsqlc.Refund, out *Outcome, as string) (*phases.Response, error) {
+// refused when the payment no longer has it. verifiedFailed is the
+// refund's own Refund when NotCharged verified it failed at Stripe
+// (recordOutcome).
+func settle(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey, refund *dbsqlc.Refund, out *Outcome, as string, verifiedFailed *string) (*phases.Response, error) {
 	if refund.Status == StatusFailed && !out.Rejected && out.Status != StatusFailed {
 		if err := roomFor(ctx, tx, refund, out); err != nil {
 			return nil, err
 		}
 	}
-	resp, err := recordOutcome(ctx, tx, refund, out, true)
+	resp, err := recordOutcome(ctx, tx, refund, out, true, verifiedFailed)
 	if err != nil {
 		return nil, err
 	}
