@@ -17,6 +17,55 @@
 -- DROP INDEX would queue them behind its exclusive lock. Each statement may
 -- run again after a crash before goose recorded the migration.
 ALTER TABLE refunds ADD COLUMN IF NOT EXISTS second_refunds jsonb;
+
+-- Keys handed over for a second Refund before this migration have no
+-- second_refunds: only the 'alarm' stripe_events row each hand-over left,
+-- in the words of the code before (93cb3dd, internal/phases/refunds):
+--   Refund re_B of refund 7's intent is succeeded for 600, and refund 7
+--   was recorded failed (...) by Refund re_A: ...
+--   Refund re_B of refund 7's intent is pending for 600, and refund 7
+--   records Refund re_A (...): ...
+-- Left empty, a refund's own Refund failing later finds no second Refund
+-- that returned the money (moneyMoved), is recorded failed, and its key
+-- answers "failed" while re_B returned it: a client refunds again. So each
+-- is filled in from those rows: the Refund's furthest status (succeeded
+-- over pending; Stripe's requires_action is pending), refund_failed as the
+-- latest row words it. A row of a reaped key that was not brought back
+-- (": not brought back") handed nothing over. Only Refunds a refund does
+-- not record yet are added: run again, it changes nothing.
+WITH handed AS (
+    SELECT m[1] AS stripe_refund_id,
+           m[2]::bigint AS refund_id,
+           CASE WHEN m[3] = 'succeeded' THEN 'succeeded' ELSE 'pending' END AS status,
+           m[5] = 'was recorded failed' AS refund_failed,
+           e.received_at
+    FROM stripe_events AS e,
+         regexp_match(e.reason,
+             '^Refund (\S+) of refund (\d+)''s intent is (\S+) for -?\d+, and refund (\d+) (was recorded failed|records Refund) ') AS m
+    WHERE e.outcome = 'alarm'
+      AND e.reason LIKE 'Refund %'
+      AND e.reason NOT LIKE '%: not brought back%'
+      AND m[2] = m[4]
+), by_refund AS (
+    SELECT refund_id, stripe_refund_id,
+           CASE WHEN bool_or(status = 'succeeded') THEN 'succeeded' ELSE 'pending' END AS status,
+           (array_agg(refund_failed ORDER BY received_at DESC))[1] AS refund_failed
+    FROM handed
+    GROUP BY refund_id, stripe_refund_id
+), missing AS (
+    SELECT b.refund_id,
+           jsonb_object_agg(b.stripe_refund_id,
+               jsonb_build_object('status', b.status, 'refund_failed', b.refund_failed)) AS entries
+    FROM by_refund AS b
+    JOIN refunds AS r ON r.id = b.refund_id
+    WHERE r.second_refunds -> b.stripe_refund_id IS NULL
+    GROUP BY b.refund_id
+)
+UPDATE refunds AS r
+SET second_refunds = coalesce(r.second_refunds, '{}'::jsonb) || missing.entries
+FROM missing
+WHERE r.id = missing.refund_id;
+
 DROP INDEX CONCURRENTLY IF EXISTS stripe_events_alarm_object_id_idx;
 
 -- +goose Down

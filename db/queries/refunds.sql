@@ -77,7 +77,11 @@ WHERE user_id = @user_id
 -- Stripe's events recorded (a refund an event recorded failed, whose
 -- intent's second Refund succeeded), but never moves a refund out of
 -- succeeded: the money its Refund returned stays counted, whatever the
--- caller offers (no row: the caller checks first and refuses).
+-- caller offers (no row: the caller checks first and refuses). Save one
+-- way: an operator's settling as failed (not refunded) of a refund whose
+-- own recorded Refund the caller verified at Stripe failed (or was
+-- canceled), no Refund of its intent pending or succeeded, passed as
+-- verified_failed_refund_id, which must be the Refund the row records.
 -- name: RefundRecordOutcome :one
 WITH prev AS (
     SELECT pr.status
@@ -94,7 +98,9 @@ WITH prev AS (
       -- record is late: no row, and the run stops (its key was finished
       -- too). An operator settles a key parked since, Stripe consulted.
       AND (refunds.status_at IS NULL OR sqlc.arg(by_operator)::boolean)
-      AND NOT (sqlc.arg(by_operator)::boolean AND refunds.status = 'succeeded' AND @status <> 'succeeded')
+      AND NOT (sqlc.arg(by_operator)::boolean AND refunds.status = 'succeeded' AND @status <> 'succeeded'
+               AND NOT coalesce(@status = 'failed'
+                                AND refunds.stripe_refund_id = sqlc.narg(verified_failed_refund_id)::text, false))
     RETURNING *
 ), payment AS (
     UPDATE payments AS p

@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -194,6 +195,81 @@ func TestSecondRefundsMigrationGoesBack(t *testing.T) {
 	require.True(t, indexed())
 	_, err = pool.Exec(ctx, `SELECT second_refunds FROM refunds`)
 	require.Error(t, err)
+	_, err = provider.Up(ctx)
+	require.NoError(t, err)
+}
+
+// TestSecondRefundsBackfilledFromAlarms: 00030 fills refunds.second_refunds
+// in from the alarm rows a hand-over for a second Refund left before it, in
+// the words of 93cb3dd: both forms, the furthest status of a Refund
+// (succeeded over pending), refund_failed as the latest row words it; a
+// Refund whose reaped key was not brought back, other alarms and other
+// outcomes are left out; and run again, it changes nothing.
+func TestSecondRefundsBackfilledFromAlarms(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, provider := interrupted(t, 30,
+		`INSERT INTO users (email, api_key_hash) VALUES ('second@example.com', sha256('k'))`,
+		`INSERT INTO payments (user_id, amount, currency, payment_method, status, amount_captured, amount_reserved)
+		 SELECT id, 2000, 'usd', 'pm_card_visa', 'succeeded', 2000, 1200 FROM users`,
+		`INSERT INTO refunds (user_id, payment_id, payment_public_id, amount, currency, status, stripe_refund_id)
+		 SELECT user_id, id, public_id, 600, 'usd', s, r FROM payments, (VALUES ('pending', 're_A1'), ('failed', 're_A2')) AS v (s, r)`)
+	var one, two int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM refunds WHERE stripe_refund_id = 're_A1'`).Scan(&one))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM refunds WHERE stripe_refund_id = 're_A2'`).Scan(&two))
+	records := func(second string, refund int64, status string) string {
+		return fmt.Sprintf("Refund %s of refund %d's intent is %s for 600, and refund %d records Refund re_A1 (pending for 600): "+
+			"a second refund, money being returned twice", second, refund, status, refund)
+	}
+	failed := func(second string, refund int64, status string) string {
+		return fmt.Sprintf("Refund %s of refund %d's intent is %s for 600, and refund %d was recorded failed (lost_or_stolen_card) "+
+			"by Refund re_A2: money returned for a refund answered failed", second, refund, status, refund)
+	}
+	rows := []struct{ outcome, reason string }{
+		{"alarm", records("re_B1", one, "pending")},
+		{"alarm", records("re_B1", one, "succeeded")},
+		{"alarm", records("re_B1", one, "pending") + "; an earlier event of Refund re_B1 raised this and handed the key to the operator then: not reopened"},
+		{"alarm", records("re_B2", one, "requires_action")},
+		{"alarm", records("re_B3", one, "succeeded") + "; its reaped key was reaped, and key 9 holds its idempotency key now: not brought back, its tombstone kept (docs/operations.md)"},
+		{"ignored", records("re_B4", one, "succeeded")},
+		{"alarm", failed("re_C1", two, "succeeded")},
+		{"alarm", "Refund re_A1 is for 700, refund 1 for 600"},
+	}
+	for i, r := range rows {
+		_, err := pool.Exec(ctx, `INSERT INTO stripe_events (id, type, object_id, stripe_created, received_at, outcome, reason)
+			VALUES ($1, 'refund.updated', 're_x', now(), now() + $2 * interval '1 second', $3, $4)`,
+			fmt.Sprintf("evt_backfill%d", i), i, r.outcome, r.reason)
+		require.NoError(t, err)
+	}
+	want := map[int64]string{
+		one: `{"re_B1": {"status": "succeeded", "refund_failed": false}, "re_B2": {"status": "pending", "refund_failed": false}}`,
+		two: `{"re_C1": {"status": "succeeded", "refund_failed": true}}`,
+	}
+	check := func() {
+		for id, w := range want {
+			var got string
+			require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(second_refunds::text, '') FROM refunds WHERE id = $1`, id).Scan(&got))
+			require.JSONEq(t, w, got, "refund %d", id)
+		}
+	}
+	_, err := provider.UpTo(ctx, 30)
+	require.NoError(t, err)
+	check()
+
+	// Run again (a crash before goose recorded it): what is there stays,
+	// what is recorded since is not overwritten.
+	_, err = pool.Exec(ctx, `UPDATE refunds SET second_refunds = second_refunds || '{"re_B2": {"status": "failed", "refund_failed": false}}' WHERE id = $1`, one)
+	require.NoError(t, err)
+	want[one] = `{"re_B1": {"status": "succeeded", "refund_failed": false}, "re_B2": {"status": "failed", "refund_failed": false}}`
+	_, err = provider.ApplyVersion(ctx, 30, false)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ALTER TABLE refunds ADD COLUMN second_refunds jsonb`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE refunds SET second_refunds = $1::jsonb WHERE id = $2`, want[one], one)
+	require.NoError(t, err)
+	_, err = provider.ApplyVersion(ctx, 30, true)
+	require.NoError(t, err)
+	check()
 	_, err = provider.Up(ctx)
 	require.NoError(t, err)
 }

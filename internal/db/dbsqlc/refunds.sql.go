@@ -589,7 +589,9 @@ WITH prev AS (
       -- record is late: no row, and the run stops (its key was finished
       -- too). An operator settles a key parked since, Stripe consulted.
       AND (refunds.status_at IS NULL OR $5::boolean)
-      AND NOT ($5::boolean AND refunds.status = 'succeeded' AND $2 <> 'succeeded')
+      AND NOT ($5::boolean AND refunds.status = 'succeeded' AND $2 <> 'succeeded'
+               AND NOT coalesce($2 = 'failed'
+                                AND refunds.stripe_refund_id = $6::text, false))
     RETURNING id, user_id, payment_id, idempotency_key_id, amount, currency, reason, status, stripe_refund_id, failure_reason, refund_attempt, refund_attempt_spent_at, refund_attempt_at, created_at, updated_at, intent_id, status_at, public_id, legacy_id, payment_public_id, second_refunds
 ), payment AS (
     UPDATE payments AS p
@@ -615,11 +617,12 @@ FROM refund
 `
 
 type RefundRecordOutcomeParams struct {
-	ID             int64
-	Status         string
-	StripeRefundID *string
-	FailureReason  *string
-	ByOperator     bool
+	ID                     int64
+	Status                 string
+	StripeRefundID         *string
+	FailureReason          *string
+	ByOperator             bool
+	VerifiedFailedRefundID *string
 }
 
 type RefundRecordOutcomeRow struct {
@@ -656,7 +659,11 @@ type RefundRecordOutcomeRow struct {
 // Stripe's events recorded (a refund an event recorded failed, whose
 // intent's second Refund succeeded), but never moves a refund out of
 // succeeded: the money its Refund returned stays counted, whatever the
-// caller offers (no row: the caller checks first and refuses).
+// caller offers (no row: the caller checks first and refuses). Save one
+// way: an operator's settling as failed (not refunded) of a refund whose
+// own recorded Refund the caller verified at Stripe failed (or was
+// canceled), no Refund of its intent pending or succeeded, passed as
+// verified_failed_refund_id, which must be the Refund the row records.
 func (q *Queries) RefundRecordOutcome(ctx context.Context, db DBTX, arg *RefundRecordOutcomeParams) (*RefundRecordOutcomeRow, error) {
 	row := db.QueryRow(ctx, refundRecordOutcome,
 		arg.ID,
@@ -664,6 +671,7 @@ func (q *Queries) RefundRecordOutcome(ctx context.Context, db DBTX, arg *RefundR
 		arg.StripeRefundID,
 		arg.FailureReason,
 		arg.ByOperator,
+		arg.VerifiedFailedRefundID,
 	)
 	var i RefundRecordOutcomeRow
 	err := row.Scan(

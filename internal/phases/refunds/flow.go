@@ -134,7 +134,7 @@ func (f *flow) refund(ctx context.Context, run *phases.Run, s *state) (*Outcome,
 // record stores what Stripe made of the refund; a failed or refused refund
 // gives its amount back to the payment.
 func (f *flow) record(ctx context.Context, tx db.Tx, run *phases.Run, s *state, out *Outcome) (phases.Transition, error) {
-	resp, err := recordOutcome(ctx, tx, s.refund, out, false)
+	resp, err := recordOutcome(ctx, tx, s.refund, out, false, nil)
 	if errors.Is(err, db.ErrNotFound) {
 		// A webhook settled the refund, and finished its key, first.
 		return phases.Transition{}, phases.ErrLeaseLost
@@ -147,9 +147,12 @@ func (f *flow) record(ctx context.Context, tx db.Tx, run *phases.Run, s *state, 
 // recordOutcome records out on refund, moving the payment's amounts with
 // it, and returns the answer the refund's key stores: the refund, or the
 // refusal. db.ErrNotFound means Stripe's own word moved the refund first,
-// unless byOperator: an operator's settling overrides it.
-func recordOutcome(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, out *Outcome, byOperator bool) (*phases.Response, error) {
-	update := &dbsqlc.RefundRecordOutcomeParams{ID: refund.ID, Status: out.Status, ByOperator: byOperator}
+// unless byOperator: an operator's settling overrides it. verifiedFailed,
+// an operator's only, names the refund's own Refund as verified failed at
+// Stripe, no Refund of its intent standing: only then may a refund
+// recorded succeeded be settled failed (RefundRecordOutcome).
+func recordOutcome(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, out *Outcome, byOperator bool, verifiedFailed *string) (*phases.Response, error) {
+	update := &dbsqlc.RefundRecordOutcomeParams{ID: refund.ID, Status: out.Status, ByOperator: byOperator, VerifiedFailedRefundID: verifiedFailed}
 	if out.StripeRefundID != "" {
 		update.StripeRefundID = &out.StripeRefundID
 	}

@@ -38,18 +38,22 @@ type Resolver struct {
 // which no answer of the key can record. And a refund recorded succeeded
 // is never moved out of succeeded (RefundRecordOutcome guards it too).
 //
-// Refund refundID is read at Stripe while the refund's row is locked (not
-// its key, nor its payment): the status recorded is then one no event of
-// that Refund applied before the lock contradicts. Read before, it could
-// fail and have its event applied in between (ignored, as a second
-// Refund's), and the refund be recorded pending on a Refund that failed,
-// its amount held for ever, no event to come. An event of the Refund
-// arriving while it is read waits for the lock and applies after, to the
-// refund that records it.
+// Refund refundID is read at Stripe before any transaction, as every call
+// to Stripe is (a transaction's attempt is bounded by db.TxTimeout, far
+// shorter than the Stripe timeout). It may fail while it is read, and its
+// event be applied before the refund is locked: the refund records
+// another Refund (or none), so the event changes nothing of it, but it is
+// recorded in refund.second_refunds (recordSecondFailed), or, when the
+// refund records refundID itself, on the refund. Under the refund's lock
+// the settling is refused when either says refundID failed since: the
+// refund would otherwise be recorded pending on a Refund that failed, its
+// amount held for ever, no event to come. An event applied after the lock
+// is taken waits for it, and finds refundID recorded once the resolve
+// commits: it applies to the refund as its own Refund's.
 func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*phases.Response, error) {
 	// The Refund the refund records, if another, read before anything is
-	// locked; checked unchanged once the refund is. It is only trusted to
-	// have failed (or been canceled), which it does not take back.
+	// locked too; checked unchanged once the refund is. It is only trusted
+	// to have failed (or been canceled), which it does not take back.
 	var recorded *stripe.Refund
 	if pre, err := dbsqlc.New().RefundGetByIdempotencyKeyID(ctx, r.Engine.Pool(), &keyID); err == nil &&
 		pre.StripeRefundID != nil && *pre.StripeRefundID != refundID && pre.Status != StatusFailed {
@@ -59,16 +63,11 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*
 	} else if err != nil && !errors.Is(err, db.ErrNotFound) {
 		return nil, fmt.Errorf("error loading refund of idempotency key %d: %w", keyID, err)
 	}
-	var sr *stripe.Refund
-	lockThenRead := func(ctx context.Context, tx db.Tx) error {
-		if err := lockRefundOfKey(keyID)(ctx, tx); err != nil {
-			return err
-		}
-		var err error
-		sr, err = r.Refunder.retrieve(ctx, refundID)
-		return err
+	sr, err := r.Refunder.retrieve(ctx, refundID)
+	if err != nil {
+		return nil, err
 	}
-	return r.Engine.SettleAfter(ctx, keyID, lockThenRead, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	return r.Engine.SettleAfter(ctx, keyID, lockRefundOfKey(keyID), func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		st, err := refundOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -84,11 +83,35 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*
 		case sr.Metadata[intent.MetadataIntent] != "" && !in.Owns(sr.Metadata):
 			return nil, fmt.Errorf("%w: Refund %s belongs to another intent", payments.ErrResolutionRefused, sr.ID)
 		}
+		if err := failedSince(st.refund, sr); err != nil {
+			return nil, err
+		}
 		if err := secondRefundRule(ctx, tx, st.refund, sr, recorded); err != nil {
 			return nil, err
 		}
-		return settle(ctx, tx, key, st.refund, outcomeOf(sr), "refunded")
+		return settle(ctx, tx, key, st.refund, outcomeOf(sr), "refunded", nil)
 	})
+}
+
+// failedSince refuses to settle refund, locked, as refunded by sr, read at
+// Stripe before the lock, when what is recorded since says sr failed (or
+// was canceled): an event of sr applied in between, recorded in
+// refund.second_refunds, or on the refund itself when it records sr. sr's
+// failure is final; the read is stale.
+func failedSince(refund *dbsqlc.Refund, sr *stripe.Refund) error {
+	if sr.Status == stripe.RefundStatusFailed || sr.Status == stripe.RefundStatusCanceled {
+		return nil // refused below, as it is
+	}
+	handed, err := secondRefundsOf(refund)
+	if err != nil {
+		return err
+	}
+	if h, seen := handed[sr.ID]; (seen && h.Status == StatusFailed) ||
+		(refund.StripeRefundID != nil && *refund.StripeRefundID == sr.ID && refund.Status == StatusFailed) {
+		return fmt.Errorf("%w: Refund %s, read %s, failed since (its event was applied while Stripe was consulted): "+
+			"it returned nothing", payments.ErrResolutionRefused, sr.ID, sr.Status)
+	}
+	return nil
 }
 
 // secondRefundRule refuses to settle refund, locked, as refunded by sr
@@ -159,27 +182,59 @@ func (r *Resolver) NotCharged(ctx context.Context, keyID int64) (*phases.Respons
 			return nil, fmt.Errorf("%w: Refund %s of this intent is %s: resolve it as charged", payments.ErrResolutionRefused, sr.ID, sr.Status)
 		}
 	}
+	// The refund's own Refund, verified failed (or canceled) at Stripe, as
+	// every Refund of its intent is: a refund recorded succeeded by it
+	// returned nothing after all, and is settled failed (verifiedFailed).
+	var verifiedFailed *string
+	if own := st.refund.StripeRefundID; own != nil {
+		sr := findRefund(mine, *own)
+		if sr == nil {
+			if sr, err = r.Refunder.retrieve(ctx, *own); err != nil {
+				return nil, err
+			}
+		}
+		if sr.Status == stripe.RefundStatusFailed || sr.Status == stripe.RefundStatusCanceled {
+			verifiedFailed = own
+		}
+	}
 	return r.Engine.SettleAfter(ctx, keyID, lockRefundOfKey(keyID), func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		st, err := refundOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
 		}
+		if refund := st.refund; refund.Status == StatusSucceeded &&
+			(verifiedFailed == nil || refund.StripeRefundID == nil || *refund.StripeRefundID != *verifiedFailed) {
+			return nil, fmt.Errorf("%w: refund %d is recorded succeeded by Refund %s, which Stripe does not show failed: "+
+				"a refund that succeeded is not settled as not refunded", payments.ErrResolutionRefused, refund.ID, deref(refund.StripeRefundID))
+		}
 		out := &Outcome{Rejected: true, Code: "not_refunded", Message: "an operator found that nothing was refunded"}
-		return settle(ctx, tx, key, st.refund, out, "not_refunded")
+		return settle(ctx, tx, key, st.refund, out, "not_refunded", verifiedFailed)
 	})
+}
+
+// findRefund is the Refund of refunds with id id, or nil.
+func findRefund(refunds []*stripe.Refund, id string) *stripe.Refund {
+	for _, sr := range refunds {
+		if sr.ID == id {
+			return sr
+		}
+	}
+	return nil
 }
 
 // settle records the operator's outcome on the refund and audits it. A
 // refund recorded failed (by its run, or by an event of its Refund) that
 // the operator settles as refunded takes its amount back from the payment:
-// refused when the payment no longer has it.
-func settle(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey, refund *dbsqlc.Refund, out *Outcome, as string) (*phases.Response, error) {
+// refused when the payment no longer has it. verifiedFailed is the
+// refund's own Refund when NotCharged verified it failed at Stripe
+// (recordOutcome).
+func settle(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey, refund *dbsqlc.Refund, out *Outcome, as string, verifiedFailed *string) (*phases.Response, error) {
 	if refund.Status == StatusFailed && !out.Rejected && out.Status != StatusFailed {
 		if err := roomFor(ctx, tx, refund, out); err != nil {
 			return nil, err
 		}
 	}
-	resp, err := recordOutcome(ctx, tx, refund, out, true)
+	resp, err := recordOutcome(ctx, tx, refund, out, true, verifiedFailed)
 	if err != nil {
 		return nil, err
 	}

@@ -94,17 +94,23 @@ func secondRefundsOf(refund *dbsqlc.Refund) (map[string]handedOver, error) {
 }
 
 // recordSecondFailed records in refund.second_refunds that sr, a second
-// Refund its key was handed over for, failed: it returned nothing, and
-// the refund's own Refund failing later is no reason to hand the key over
-// again (moneyMoved leaves it out). A Refund the key was never handed
-// over for is not recorded.
+// Refund of its intent (the refund records another), failed: it returned
+// nothing, and the refund's own Refund failing later is no reason to hand
+// the key over again (moneyMoved leaves it out). It is recorded whether or
+// not the key was ever handed over for sr: an operator's resolve that read
+// sr at Stripe before this event applied finds its failure here, under the
+// refund's lock, and refuses to settle the refund by it (failedSince).
 func recordSecondFailed(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, sr *stripe.Refund, handed map[string]handedOver) error {
 	before, seen := handed[sr.ID]
-	if !seen || before.Status == StatusFailed {
+	if seen && before.Status == StatusFailed {
 		return nil
 	}
+	refundFailed := before.RefundFailed
+	if !seen {
+		refundFailed = refund.Status == StatusFailed
+	}
 	if err := dbsqlc.New().RefundRecordSecondRefund(ctx, tx, &dbsqlc.RefundRecordSecondRefundParams{
-		ID: refund.ID, StripeRefundID: sr.ID, Status: StatusFailed, RefundFailed: before.RefundFailed,
+		ID: refund.ID, StripeRefundID: sr.ID, Status: StatusFailed, RefundFailed: refundFailed,
 	}); err != nil {
 		return fmt.Errorf("error recording Refund %s failed on refund %d: %w", sr.ID, refund.ID, err)
 	}
