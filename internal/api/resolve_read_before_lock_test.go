@@ -108,3 +108,89 @@ func TestOperatorResolveByOwnRefundFailingWhileReadOfConflictKey(t *testing.T) {
 			"failed too (Stripe returning %d), refund \"back\" stays %s on %s, no event of it to come, and key %d answers %d %s",
 		reA, meanwhile, reA, reB.ID, returning, status, recorded, id, replay.Status, replay.Body)
 }
+
+// TestOperatorResolveByOwnSucceededRefundFailingWhileRead: as
+// TestOperatorResolveByOwnRefundFailingWhileReadOfConflictKey, with re_A
+// succeeded when read, then failed (succeeded to failed) before the lock:
+// the resolve records the refund succeeded on a Refund that failed, and
+// once re_B fails too, the key answers "succeeded" and the payment counts
+// 600 refunded, while Stripe returned nothing. The key is finished: no
+// resolve can reach it, and the customer is never refunded.
+func TestOperatorResolveByOwnSucceededRefundFailingWhileRead(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	target, err := url.Parse(em.URL)
+	require.NoError(t, err)
+	var hookOn atomic.Pointer[string]
+	var during func()
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := hookOn.Load()
+		if id == nil || r.Method != http.MethodGet || r.URL.Path != "/v1/refunds/"+*id || !hookOn.CompareAndSwap(id, nil) {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		// Stripe answers re_A pending; it fails, and its event is applied,
+		// before the answer reaches the resolve.
+		rec := httptest.NewRecorder()
+		proxy.ServeHTTP(rec, r)
+		during()
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
+	t.Cleanup(front.Close)
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: &testutil.Emulator{Server: em.Server, URL: front.URL},
+		WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+
+	created := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+	require.Equal(t, "succeeded", decode[refund](t, created).Status)
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	reA := *decode[refund](t, created).StripeRefundID
+
+	// re_B, pending, parks the key for a conflict.
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	require.Equal(t, "pending", string(reB.Status))
+	_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
+	require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	id := keyID(t, svc, "back")
+
+	var meanwhile string
+	during = func() {
+		if _, err := em.SetRefundStatus(reA, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard); err != nil {
+			meanwhile = err.Error()
+			return
+		}
+		_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now().Add(2*time.Second))
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		meanwhile = fmt.Sprint(resp.Status) + " " + string(resp.Body) + " / " + lastEventReason(t, svc)
+	}
+	hookOn.Store(&reA)
+	_, resolveErr := svc.App.Resolve(context.Background(), id, reA)
+
+	// re_B fails too: nothing was returned to the customer.
+	_, err = em.SetRefundStatus(reB.ID, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+	require.NoError(t, err)
+	_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(3*time.Second))
+	require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+
+	var status, recorded string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT status, coalesce(stripe_refund_id, '') FROM refunds WHERE payment_id = $1", rowID(t, svc, p.ID)).Scan(&status, &recorded))
+	replay := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	var returning int64
+	for _, rf := range em.Refunds() {
+		if rf.Status != stripefake.RefundFailed {
+			returning += rf.Amount
+		}
+	}
+	require.False(t, resolveErr == nil && status == "succeeded" && returning == 0,
+		"%s failed while the resolve read it (event applied meanwhile: %s); the resolve by %s succeeded, and with %s "+
+			"failed too (Stripe returning %d), refund \"back\" stays %s on %s, the payment counts amount_refunded %v, and key %d answers %d %s",
+		reA, meanwhile, reA, reB.ID, returning, status, recorded, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"], id, replay.Status, replay.Body)
+}
