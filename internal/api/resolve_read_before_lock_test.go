@@ -194,3 +194,82 @@ func TestOperatorResolveByOwnSucceededRefundFailingWhileRead(t *testing.T) {
 			"failed too (Stripe returning %d), refund \"back\" stays %s on %s, the payment counts amount_refunded %v, and key %d answers %d %s",
 		reA, meanwhile, reA, reB.ID, returning, status, recorded, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"], id, replay.Status, replay.Body)
 }
+
+// TestOperatorResolveBySecondRefundSucceedingWhileRead: failedSince only
+// looks for a failure recorded since Resolver.Charged read the Refund
+// before the lock (e3ab76b); a Refund that moves forward instead is
+// settled on the stale read. Refund key "back" was recorded failed by
+// re_A; a second Refund re_B (pending) parks it. The operator resolves it
+// by re_B; while re_B is read (pending) it succeeds, and its event is
+// applied (second_refunds records it succeeded). The resolve records the
+// refund pending on re_B and finishes the key: re_B has no event to come,
+// so the refund is pending for ever, the payment never counts the 600
+// Stripe returned, and the client is told "pending" for good.
+func TestOperatorResolveBySecondRefundSucceedingWhileRead(t *testing.T) {
+	t.Parallel()
+	em := testutil.StartEmulator(t, stripefake.Options{})
+	target, err := url.Parse(em.URL)
+	require.NoError(t, err)
+	var hookOn atomic.Pointer[string]
+	var during func()
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := hookOn.Load()
+		if id == nil || r.Method != http.MethodGet || r.URL.Path != "/v1/refunds/"+*id || !hookOn.CompareAndSwap(id, nil) {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		proxy.ServeHTTP(rec, r)
+		during()
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
+	t.Cleanup(front.Close)
+	svc := testutil.StartService(t, testutil.ServiceOptions{Emulator: &testutil.Emulator{Server: em.Server, URL: front.URL},
+		WebhookSecret: whsec, Workers: quietCompleter})
+	userID, apiKey := svc.NewUser(t)
+	p := paid(t, svc, apiKey, "pay") // 2000
+	refundRecordedFailed(t, svc, em, apiKey, p)
+
+	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	require.Equal(t, "pending", string(reB.Status))
+	_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
+	require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	id := keyID(t, svc, "back")
+
+	var meanwhile string
+	during = func() {
+		if _, err := em.SetRefundStatus(reB.ID, stripefake.RefundSucceeded, ""); err != nil {
+			meanwhile = err.Error()
+			return
+		}
+		_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(2*time.Second))
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		meanwhile = fmt.Sprint(resp.Status) + " " + string(resp.Body) + " / " + lastEventReason(t, svc)
+	}
+	hookOn.Store(&reB.ID)
+	_, resolveErr := svc.App.Resolve(context.Background(), id, reB.ID)
+
+	var status, recorded, seconds string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT status, coalesce(stripe_refund_id, ''), coalesce(second_refunds::text, '') FROM refunds WHERE payment_id = $1",
+		rowID(t, svc, p.ID)).Scan(&status, &recorded, &seconds))
+	replay := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	var stripeStatus string
+	for _, rf := range em.Refunds() {
+		if rf.ID == reB.ID {
+			stripeStatus = rf.Status
+		}
+	}
+	require.False(t, resolveErr == nil && status == "pending" && stripeStatus == stripefake.RefundSucceeded,
+		"%s succeeded while the resolve read it pending (event applied meanwhile: %s); the resolve by %s went through, "+
+			"and refund \"back\" stays %s on %s (second_refunds %s), no event of it to come, the payment counts "+
+			"amount_refunded %v, and key %d answers %d %s",
+		reB.ID, meanwhile, reB.ID, status, recorded, seconds, getPaymentOf(t, svc, apiKey, p.ID)["amount_refunded"],
+		id, replay.Status, replay.Body)
+}
