@@ -31,8 +31,20 @@ ALTER TABLE refunds ADD COLUMN IF NOT EXISTS second_refunds jsonb;
 -- is filled in from those rows: the Refund's furthest status (succeeded
 -- over pending; Stripe's requires_action is pending), refund_failed as the
 -- latest row words it. A row of a reaped key that was not brought back
--- (": not brought back") handed nothing over. Only Refunds a refund does
--- not record yet are added: run again, it changes nothing.
+-- (": not brought back") handed nothing over.
+--
+-- A second Refund that failed (or was canceled) left no alarm: its event
+-- was 'ignored', in the words of 93cb3dd:
+--   Refund re_B of refund 7's intent is failed: a second Refund, which
+--   returned nothing (refund 7 records Refund re_A)
+-- Filled in from its alarms alone it would stay pending or succeeded, and
+-- moneyMoved would count it as returning the money: the refund's own
+-- Refund failing later would be handed over again instead of recorded
+-- failed. Its failure is final, so such a row makes it failed, whatever
+-- its alarms said; refund_failed comes from its latest alarm, false when
+-- it had none (it only ever matters for a Refund that did not fail).
+-- Only Refunds a refund does not record yet are added: run again, it
+-- changes nothing.
 WITH handed AS (
     SELECT m[1] AS stripe_refund_id,
            m[2]::bigint AS refund_id,
@@ -46,10 +58,21 @@ WITH handed AS (
       AND e.reason LIKE 'Refund %'
       AND e.reason NOT LIKE '%: not brought back%'
       AND m[2] = m[4]
+    UNION ALL
+    SELECT m[1], m[2]::bigint, 'failed', NULL, e.received_at
+    FROM stripe_events AS e,
+         regexp_match(e.reason,
+             '^Refund (\S+) of refund (\d+)''s intent is \S+: a second Refund, which returned nothing \(refund (\d+) records Refund ') AS m
+    WHERE e.outcome = 'ignored'
+      AND e.reason LIKE 'Refund %'
+      AND m[2] = m[3]
 ), by_refund AS (
     SELECT refund_id, stripe_refund_id,
-           CASE WHEN bool_or(status = 'succeeded') THEN 'succeeded' ELSE 'pending' END AS status,
-           (array_agg(refund_failed ORDER BY received_at DESC))[1] AS refund_failed
+           CASE WHEN bool_or(status = 'failed') THEN 'failed'
+                WHEN bool_or(status = 'succeeded') THEN 'succeeded'
+                ELSE 'pending' END AS status,
+           coalesce((array_agg(refund_failed ORDER BY received_at DESC) FILTER (WHERE refund_failed IS NOT NULL))[1],
+                    false) AS refund_failed
     FROM handed
     GROUP BY refund_id, stripe_refund_id
 ), missing AS (

@@ -273,3 +273,43 @@ func TestSecondRefundsBackfilledFromAlarms(t *testing.T) {
 	_, err = provider.Up(ctx)
 	require.NoError(t, err)
 }
+
+// TestSecondRefundsBackfillKeepsAFailedSecondRefundReturning: before
+// 00030 (93cb3dd), a second Refund's failure was recorded only as an
+// 'ignored' stripe_events row ("a second Refund, which returned
+// nothing"). The backfill reads the hand-over alarms alone, so a Refund
+// handed over pending that failed since is backfilled pending: moneyMoved
+// counts it as returning the money, and the refund's own Refund failing
+// later is not recorded failed (ownFailedBesideSeconds), its amount held
+// and its key handed to the operator for money a failed Refund "was
+// returning".
+func TestSecondRefundsBackfillKeepsAFailedSecondRefundReturning(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, provider := interrupted(t, 30,
+		`INSERT INTO users (email, api_key_hash) VALUES ('failedsecond@example.com', sha256('k'))`,
+		`INSERT INTO payments (user_id, amount, currency, payment_method, status, amount_captured, amount_reserved)
+		 SELECT id, 2000, 'usd', 'pm_card_visa', 'succeeded', 2000, 600 FROM users`,
+		`INSERT INTO refunds (user_id, payment_id, payment_public_id, amount, currency, status, stripe_refund_id)
+		 SELECT user_id, id, public_id, 600, 'usd', 'pending', 're_A1' FROM payments`)
+	var one int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM refunds WHERE stripe_refund_id = 're_A1'`).Scan(&one))
+	rows := []struct{ outcome, reason string }{
+		{"alarm", fmt.Sprintf("Refund re_B1 of refund %d's intent is pending for 600, and refund %d records Refund re_A1 (pending for 600): "+
+			"a second refund, money being returned twice", one, one)},
+		{"ignored", fmt.Sprintf("Refund re_B1 of refund %d's intent is failed: a second Refund, which returned nothing (refund %d records Refund re_A1)", one, one)},
+	}
+	for i, r := range rows {
+		_, err := pool.Exec(ctx, `INSERT INTO stripe_events (id, type, object_id, stripe_created, received_at, outcome, reason)
+			VALUES ($1, 'refund.updated', 're_B1', now(), now() + $2 * interval '1 second', $3, $4)`,
+			fmt.Sprintf("evt_failedsecond%d", i), i, r.outcome, r.reason)
+		require.NoError(t, err)
+	}
+	_, err := provider.UpTo(ctx, 30)
+	require.NoError(t, err)
+	var got string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(second_refunds -> 're_B1' ->> 'status', '') FROM refunds WHERE id = $1`, one).Scan(&got))
+	require.Contains(t, []string{"", "failed"}, got,
+		"re_B1 failed before 00030 (its 'ignored' row says it returned nothing), yet 00030 backfills it %q on refund %d: "+
+			"moneyMoved counts it as returning the money", got, one)
+}

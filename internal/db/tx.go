@@ -39,12 +39,22 @@ func WithTx(ctx context.Context, pool *Pool, fn func(ctx context.Context, tx Tx)
 
 // WithTxV is WithTx for a body that returns a value.
 func WithTxV[T any](ctx context.Context, pool *Pool, fn func(ctx context.Context, tx Tx) (T, error)) (T, error) {
+	return WithTxTimeoutV(ctx, pool, TxTimeout, fn)
+}
+
+// WithTxTimeoutV is WithTxV with each attempt bounded by timeout instead of
+// TxTimeout. It is for the one transaction that waits on something other
+// than Postgres while it holds a lock: the operator's resolve of a refund
+// key reads the Refund it names at Stripe under the refund's row lock
+// (refunds.Resolver.Charged says why that is acceptable there). Every
+// other transaction is a few short statements and takes TxTimeout.
+func WithTxTimeoutV[T any](ctx context.Context, pool *Pool, timeout time.Duration, fn func(ctx context.Context, tx Tx) (T, error)) (T, error) {
 	var (
 		v   T
 		err error
 	)
 	for attempt := 1; ; attempt++ {
-		v, err = withTxOnce(ctx, pool, fn)
+		v, err = withTxOnce(ctx, pool, timeout, fn)
 		if err == nil || !retryable(err) || attempt == maxTxAttempts {
 			return v, err
 		}
@@ -57,9 +67,9 @@ func WithTxV[T any](ctx context.Context, pool *Pool, fn func(ctx context.Context
 	}
 }
 
-func withTxOnce[T any](ctx context.Context, pool *Pool, fn func(ctx context.Context, tx Tx) (T, error)) (T, error) {
+func withTxOnce[T any](ctx context.Context, pool *Pool, timeout time.Duration, fn func(ctx context.Context, tx Tx) (T, error)) (T, error) {
 	var zero T
-	ctx, cancel := context.WithTimeout(ctx, TxTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// BEGIN travels with the transaction's first statement (lazyTx): the
 	// judged bench takes fresh payments from 87% of the bare service

@@ -68,7 +68,15 @@ func (e *Engine) Settle(ctx context.Context, keyID int64, settle Settler) (*Resp
 // the key, and the operator must take them in the same order or the two
 // can deadlock. settle then finds the row locked already.
 func (e *Engine) SettleAfter(ctx context.Context, keyID int64, first func(ctx context.Context, tx db.Tx) error, settle Settler) (*Response, error) {
-	return db.WithTxV(ctx, e.pool, func(ctx context.Context, tx db.Tx) (*Response, error) {
+	return e.SettleAfterWithin(ctx, keyID, db.TxTimeout, first, settle)
+}
+
+// SettleAfterWithin is SettleAfter with each attempt of its transaction
+// bounded by timeout instead of db.TxTimeout (db.WithTxTimeoutV): for a
+// first that reads the remote party under its row lock, which only the
+// refunds resolver does (refunds.Resolver.Charged says why).
+func (e *Engine) SettleAfterWithin(ctx context.Context, keyID int64, timeout time.Duration, first func(ctx context.Context, tx db.Tx) error, settle Settler) (*Response, error) {
+	return db.WithTxTimeoutV(ctx, e.pool, timeout, func(ctx context.Context, tx db.Tx) (*Response, error) {
 		if first != nil {
 			if err := first(ctx, tx); err != nil {
 				return nil, err

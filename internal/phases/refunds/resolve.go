@@ -38,22 +38,34 @@ type Resolver struct {
 // which no answer of the key can record. And a refund recorded succeeded
 // is never moved out of succeeded (RefundRecordOutcome guards it too).
 //
-// Refund refundID is read at Stripe before any transaction, as every call
-// to Stripe is (a transaction's attempt is bounded by db.TxTimeout, far
-// shorter than the Stripe timeout). It may fail while it is read, and its
-// event be applied before the refund is locked: the refund records
-// another Refund (or none), so the event changes nothing of it, but it is
-// recorded in refund.second_refunds (recordSecondFailed), or, when the
-// refund records refundID itself, on the refund. Under the refund's lock
-// the settling is refused when either says refundID failed since: the
-// refund would otherwise be recorded pending on a Refund that failed, its
-// amount held for ever, no event to come. An event applied after the lock
-// is taken waits for it, and finds refundID recorded once the resolve
-// commits: it applies to the refund as its own Refund's.
+// Refund refundID is read at Stripe inside the settling transaction,
+// after the refund's row is locked and before its key and payment are
+// (lock order refund, key, payment, as a webhook takes them): no event of
+// any Refund of the refund can be applied between the read and the write.
+// Read before the lock, refundID could move (pending to failed, succeeded
+// to failed, pending to succeeded) and its event be applied in between,
+// recording nothing the resolve could check (an event meeting a key parked
+// for a conflict only alarms), and the key be finished for good on a
+// stale read: pending on a Refund that failed, its amount held for ever,
+// or succeeded on one that returned nothing. An event arriving while the
+// Refund is read waits for the refund's lock and applies after the
+// commit, to a finished key whose refund records what was read.
+//
+// This is the one call to Stripe made inside a transaction, and it is
+// acceptable here and nowhere else: it is an operator's command, not a
+// client's request; it is a read with no side effect, safe to repeat when
+// the transaction is retried; and it is the only way to settle against
+// Stripe's current word without a race. It holds only the refund's row
+// (not the key: the client's retries still answer 503 at once), so only
+// webhooks of that one refund wait, at most as long as the read, and an
+// event whose delivery times out meanwhile is retried by Stripe. The
+// transaction's attempt is bounded by the Stripe timeout plus
+// db.TxTimeout (SettleAfterWithin), not db.TxTimeout alone, which a slow
+// but healthy Stripe would exceed.
 func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*phases.Response, error) {
 	// The Refund the refund records, if another, read before anything is
-	// locked too; checked unchanged once the refund is. It is only trusted
-	// to have failed (or been canceled), which it does not take back.
+	// locked; checked unchanged once the refund is. It is only trusted to
+	// have failed (or been canceled), which it does not take back.
 	var recorded *stripe.Refund
 	if pre, err := dbsqlc.New().RefundGetByIdempotencyKeyID(ctx, r.Engine.Pool(), &keyID); err == nil &&
 		pre.StripeRefundID != nil && *pre.StripeRefundID != refundID && pre.Status != StatusFailed {
@@ -63,11 +75,16 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*
 	} else if err != nil && !errors.Is(err, db.ErrNotFound) {
 		return nil, fmt.Errorf("error loading refund of idempotency key %d: %w", keyID, err)
 	}
-	sr, err := r.Refunder.retrieve(ctx, refundID)
-	if err != nil {
-		return nil, err
+	var sr *stripe.Refund
+	lockThenRead := func(ctx context.Context, tx db.Tx) error {
+		if err := lockRefundOfKey(keyID)(ctx, tx); err != nil {
+			return err
+		}
+		var err error
+		sr, err = r.Refunder.retrieve(ctx, refundID)
+		return err
 	}
-	return r.Engine.SettleAfter(ctx, keyID, lockRefundOfKey(keyID), func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
+	return r.Engine.SettleAfterWithin(ctx, keyID, r.Refunder.timeout+db.TxTimeout, lockThenRead, func(ctx context.Context, tx db.Tx, key *dbsqlc.IdempotencyKey) (*phases.Response, error) {
 		st, err := refundOfKey(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -83,35 +100,11 @@ func (r *Resolver) Charged(ctx context.Context, keyID int64, refundID string) (*
 		case sr.Metadata[intent.MetadataIntent] != "" && !in.Owns(sr.Metadata):
 			return nil, fmt.Errorf("%w: Refund %s belongs to another intent", payments.ErrResolutionRefused, sr.ID)
 		}
-		if err := failedSince(st.refund, sr); err != nil {
-			return nil, err
-		}
 		if err := secondRefundRule(ctx, tx, st.refund, sr, recorded); err != nil {
 			return nil, err
 		}
 		return settle(ctx, tx, key, st.refund, outcomeOf(sr), "refunded", nil)
 	})
-}
-
-// failedSince refuses to settle refund, locked, as refunded by sr, read at
-// Stripe before the lock, when what is recorded since says sr failed (or
-// was canceled): an event of sr applied in between, recorded in
-// refund.second_refunds, or on the refund itself when it records sr. sr's
-// failure is final; the read is stale.
-func failedSince(refund *dbsqlc.Refund, sr *stripe.Refund) error {
-	if sr.Status == stripe.RefundStatusFailed || sr.Status == stripe.RefundStatusCanceled {
-		return nil // refused below, as it is
-	}
-	handed, err := secondRefundsOf(refund)
-	if err != nil {
-		return err
-	}
-	if h, seen := handed[sr.ID]; (seen && h.Status == StatusFailed) ||
-		(refund.StripeRefundID != nil && *refund.StripeRefundID == sr.ID && refund.Status == StatusFailed) {
-		return fmt.Errorf("%w: Refund %s, read %s, failed since (its event was applied while Stripe was consulted): "+
-			"it returned nothing", payments.ErrResolutionRefused, sr.ID, sr.Status)
-	}
-	return nil
 }
 
 // secondRefundRule refuses to settle refund, locked, as refunded by sr

@@ -97,9 +97,7 @@ func secondRefundsOf(refund *dbsqlc.Refund) (map[string]handedOver, error) {
 // Refund of its intent (the refund records another), failed: it returned
 // nothing, and the refund's own Refund failing later is no reason to hand
 // the key over again (moneyMoved leaves it out). It is recorded whether or
-// not the key was ever handed over for sr: an operator's resolve that read
-// sr at Stripe before this event applied finds its failure here, under the
-// refund's lock, and refuses to settle the refund by it (failedSince).
+// not the key was ever handed over for sr.
 func recordSecondFailed(ctx context.Context, tx db.Tx, refund *dbsqlc.Refund, sr *stripe.Refund, handed map[string]handedOver) error {
 	before, seen := handed[sr.ID]
 	if seen && before.Status == StatusFailed {
