@@ -269,42 +269,70 @@ func TestOperatorResolve(t *testing.T) {
 		return svc, bundle
 	}
 
-	// Since e3ab76b Resolver.Charged reads the Refund it is given before the
-	// refund's lock, and relies on failedSince to see a failure applied in
-	// between. But an event of the refund's own Refund meeting a key parked
-	// for a conflict changes nothing (ClaimForEvent's alarm, or
-	// ownFailedBesideSeconds): neither second_refunds nor the refund records
-	// the failure. Refund key "back" is pending with re_A; a second Refund
-	// re_B (pending) parks it for a conflict; the operator resolves it by
-	// re_A, as told. While re_A is read (pending) it fails and its event is
-	// applied (an alarm, nothing recorded). The resolve then records the
-	// refund pending on re_A, a Refund that failed, and finishes its key. re_B
-	// fails too. No event of re_A is to come: the refund is pending for ever,
-	// its 600 held, its key answering "pending", though nothing was returned.
-	t.Run("ByOwnRefundFailingWhileReadOfAConflictKeyNeverStaysPending", func(t *testing.T) {
-		t.Parallel()
+	// ownFailedWhileRead is what ownRefundFailingWhileRead leaves: the service
+	// behind a proxy, its user, and payment p (2000), whose refund key "back"
+	// (key id) of Refund reA was parked by a second Refund reB; the resolve's
+	// error and what re_A's event did meanwhile; the refund's status and Refund
+	// recorded after, the key's replay, and what Stripe returns.
+	type ownFailedWhileRead struct {
+		svc    *testutil.Service
+		bundle *testBundle
+		p      payment
+		secondParked
+		resolveErr       error
+		meanwhile        string
+		status, recorded string
+		replay           *testutil.Response
+		returning        int64
+	}
+
+	// ownRefundFailingWhileRead starts a service behind a proxy that holds a
+	// read of a Refund back (heldRead), and refunds 600 of a payment of 2000
+	// under key "back" by re_A, which starts first; a second Refund re_B
+	// (pending) parks the key for a conflict. The operator resolves it by re_A,
+	// as told, and re_A fails while the resolve reads it, its event applied
+	// meanwhile. re_B then fails too: nothing was returned to the customer.
+	ownRefundFailingWhileRead := func(t *testing.T, first string) ownFailedWhileRead {
+		t.Helper()
 		var held heldRead
 		svc, bundle := setupBehind(t, testutil.ServiceOptions{}, held.front)
 		p := paid(t, svc, bundle.apiKey, "pay") // 2000
+		got := ownFailedWhileRead{svc: svc, bundle: bundle, p: p,
+			secondParked: parkBySecondRefund(t, svc, bundle.em, bundle.apiKey, bundle.userID, p, first, stripefake.RefundPending)}
+		require.Equal(t, first, got.first.Status)
+		require.Equal(t, "pending", string(got.reB.Status))
 
-		// re_B, pending, parks the key for a conflict.
-		conflict := parkBySecondRefund(t, svc, bundle.em, bundle.apiKey, bundle.userID, p, stripefake.RefundPending, stripefake.RefundPending)
-		reA, reB, id := conflict.reA, conflict.reB, conflict.id
-		require.Equal(t, "pending", conflict.first.Status)
-		require.Equal(t, "pending", string(reB.Status))
-
-		resolveErr, meanwhile := held.resolveWhileItMoves(t, svc, bundle.em, id, reA, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+		got.resolveErr, got.meanwhile = held.resolveWhileItMoves(t, svc, bundle.em, got.id, got.reA, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
 
 		// re_B fails too: nothing was returned to the customer.
-		failRefund(t, svc, bundle.em, reB.ID, 3*time.Second)
+		failRefund(t, svc, bundle.em, got.reB.ID, 3*time.Second)
 
-		status, recorded := refundRecorded(t, svc, p)
-		replay := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
-		returning := returnedByStripe(bundle.em)
-		require.False(t, resolveErr == nil && !parked(replay) && status == "pending" && returning == 0,
+		got.status, got.recorded = refundRecorded(t, svc, p)
+		got.replay = postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
+		got.returning = returnedByStripe(bundle.em)
+		return got
+	}
+
+	// Since e3ab76b Resolver.Charged reads the Refund it is given before the
+	// refund's lock, and relies on failedSince to see a failure applied in
+	// between. But an event of the refund's own Refund meeting a key parked for
+	// a conflict changes nothing (ClaimForEvent's alarm, or
+	// ownFailedBesideSeconds): neither second_refunds nor the refund records
+	// the failure. Refund key "back" is pending with re_A; a second Refund re_B
+	// (pending) parks it for a conflict; the operator resolves it by re_A, as
+	// told. While re_A is read (pending) it fails and its event is applied (an
+	// alarm, nothing recorded). The resolve then records the refund pending on
+	// re_A, a Refund that failed, and finishes its key. re_B fails too. No
+	// event of re_A is to come: the refund is pending for ever, its 600 held,
+	// its key answering "pending", though nothing was returned.
+	t.Run("ByOwnRefundFailingWhileReadOfAConflictKeyNeverStaysPending", func(t *testing.T) {
+		t.Parallel()
+		got := ownRefundFailingWhileRead(t, stripefake.RefundPending)
+		reA, reB, id, replay, returning, status, recorded := got.reA, got.reB, got.id, got.replay, got.returning, got.status, got.recorded
+		require.False(t, got.resolveErr == nil && !parked(replay) && status == "pending" && returning == 0,
 			"%s failed while the resolve read it (event applied meanwhile: %s); the resolve by %s succeeded, and with %s "+
 				"failed too (Stripe returning %d), refund \"back\" stays %s on %s, no event of it to come, and key %d answers %d %s",
-			reA, meanwhile, reA, reB.ID, returning, status, recorded, id, replay.Status, replay.Body)
+			reA, got.meanwhile, reA, reB.ID, returning, status, recorded, id, replay.Status, replay.Body)
 	})
 
 	// As ByOwnRefundFailingWhileReadOfAConflictKeyNeverStaysPending, with
@@ -315,28 +343,12 @@ func TestOperatorResolve(t *testing.T) {
 	// finished: no resolve can reach it, and the customer is never refunded.
 	t.Run("ByOwnSucceededRefundFailingWhileReadNeverStaysSucceeded", func(t *testing.T) {
 		t.Parallel()
-		var held heldRead
-		svc, bundle := setupBehind(t, testutil.ServiceOptions{}, held.front)
-		p := paid(t, svc, bundle.apiKey, "pay") // 2000
-
-		// re_B, pending, parks the key for a conflict.
-		conflict := parkBySecondRefund(t, svc, bundle.em, bundle.apiKey, bundle.userID, p, stripefake.RefundSucceeded, stripefake.RefundPending)
-		reA, reB, id := conflict.reA, conflict.reB, conflict.id
-		require.Equal(t, "succeeded", conflict.first.Status)
-		require.Equal(t, "pending", string(reB.Status))
-
-		resolveErr, meanwhile := held.resolveWhileItMoves(t, svc, bundle.em, id, reA, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
-
-		// re_B fails too: nothing was returned to the customer.
-		failRefund(t, svc, bundle.em, reB.ID, 3*time.Second)
-
-		status, recorded := refundRecorded(t, svc, p)
-		replay := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
-		returning := returnedByStripe(bundle.em)
-		require.False(t, resolveErr == nil && !parked(replay) && status == "succeeded" && returning == 0,
+		got := ownRefundFailingWhileRead(t, stripefake.RefundSucceeded)
+		reA, reB, id, replay, returning, status, recorded := got.reA, got.reB, got.id, got.replay, got.returning, got.status, got.recorded
+		require.False(t, got.resolveErr == nil && !parked(replay) && status == "succeeded" && returning == 0,
 			"%s failed while the resolve read it (event applied meanwhile: %s); the resolve by %s succeeded, and with %s "+
 				"failed too (Stripe returning %d), refund \"back\" stays %s on %s, the payment counts amount_refunded %v, and key %d answers %d %s",
-			reA, meanwhile, reA, reB.ID, returning, status, recorded, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"], id, replay.Status, replay.Body)
+			reA, got.meanwhile, reA, reB.ID, returning, status, recorded, getPaymentOf(t, got.svc, got.bundle.apiKey, got.p.ID)["amount_refunded"], id, replay.Status, replay.Body)
 	})
 
 	// failedSince only looks for a failure recorded since Resolver.Charged
