@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 	"github.com/stripe/stripe-go/v79"
 
 	"github.com/paymentsd/paymentsd/emulator/stripefake"
+	"github.com/paymentsd/paymentsd/internal/db"
+	"github.com/paymentsd/paymentsd/internal/phases"
 	"github.com/paymentsd/paymentsd/internal/phases/payments"
 	"github.com/paymentsd/paymentsd/internal/testutil"
 )
@@ -59,6 +63,128 @@ func refundRecordedFailed(t *testing.T, svc *testutil.Service, em *testutil.Emul
 	require.Equal(t, "failed", decode[refund](t, told).Status, "the client is told the refund failed")
 	require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
 	return reA
+}
+
+// secondParked is refund key "back" of a payment, refunded 600 by its
+// Refund reA (first, as the client was answered) and parked for a conflict
+// (key id) by a second Refund reB of its intent, whose refund.created
+// carried object.
+type secondParked struct {
+	first  refund
+	reA    string
+	reB    *stripe.Refund
+	object string
+	id     int64
+}
+
+// parkBySecondRefund refunds 600 of payment p under key "back" by a Refund
+// re_A that starts first (stripefake.RefundPending or RefundSucceeded),
+// then makes a second Refund re_B of the refund's intent, which starts
+// second. re_B's refund.created is an alarm, and parks the key.
+func parkBySecondRefund(t *testing.T, svc *testutil.Service, em *testutil.Emulator, apiKey string, userID int64, p payment, first, second string) secondParked {
+	t.Helper()
+	if first != stripefake.RefundSucceeded {
+		require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: first}))
+	}
+	created := postRefund(t, svc, apiKey, "back", p.ID, `{"amount": 600}`)
+	require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
+	parked := secondParked{first: decode[refund](t, created)}
+	parked.reA = *parked.first.StripeRefundID
+
+	if second != first {
+		outcome := stripefake.RefundOutcome{} // as the card refunds: succeeded
+		if second != stripefake.RefundSucceeded {
+			outcome.Status = second
+		}
+		require.NoError(t, em.SetRefundOutcome(*p.StripePaymentIntentID, outcome))
+	}
+	parked.reB, parked.object = alarmBySecondRefund(t, svc, em, userID, p)
+	parked.id = keyID(t, svc, "back")
+	return parked
+}
+
+// alarmBySecondRefund makes a second Refund re_B of 600 of the intent of
+// refund key "back" of payment p, and delivers its refund.created, which
+// carries object: an alarm. It returns re_B and object.
+func alarmBySecondRefund(t *testing.T, svc *testutil.Service, em *testutil.Emulator, userID int64, p payment) (*stripe.Refund, string) {
+	t.Helper()
+	reB := secondRefund(t, em, *p.StripePaymentIntentID, 600, intentOf(t, svc, userID, "back").Metadata())
+	object := stripeObject(t, svc, "/v1/refunds/"+reB.ID)
+	_, payload := event("refund.created", object, time.Now().Add(time.Second))
+	resp := deliver(t, svc, payload, whsec, time.Now())
+	require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+	return reB, object
+}
+
+// failRefund fails Refund re at Stripe (lost_or_stolen_card) and delivers
+// its refund.updated, stamped after from now, which is answered 200.
+func failRefund(t *testing.T, svc *testutil.Service, em *testutil.Emulator, re string, after time.Duration) {
+	t.Helper()
+	_, err := em.SetRefundStatus(re, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+	require.NoError(t, err)
+	_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+re), time.Now().Add(after))
+	require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+}
+
+// resolveByTheFirst has the operator settle the parked key as the alarm
+// tells: as refunded by re_A, the Refund the refund records.
+func (s secondParked) resolveByTheFirst(t *testing.T, svc *testutil.Service) *phases.Response {
+	t.Helper()
+	settled, err := svc.App.Resolve(context.Background(), s.id, s.reA)
+	require.NoError(t, err)
+	return settled
+}
+
+// weighedByTheFirst is parkBySecondRefund, then the operator's
+// resolveByTheFirst: the key settled as refunded by re_A, re_B weighed.
+func weighedByTheFirst(t *testing.T, svc *testutil.Service, em *testutil.Emulator, apiKey string, userID int64, p payment, first, second string) secondParked {
+	t.Helper()
+	parked := parkBySecondRefund(t, svc, em, apiKey, userID, p, first, second)
+	parked.resolveByTheFirst(t, svc)
+	return parked
+}
+
+// returnedByStripe is the amount of every Refund at Stripe that did not
+// fail: what Stripe returned, or is returning, to customers.
+func returnedByStripe(em *testutil.Emulator) int64 {
+	var returned int64
+	for _, rf := range em.Refunds() {
+		if rf.Status != stripefake.RefundFailed {
+			returned += rf.Amount
+		}
+	}
+	return returned
+}
+
+// refundStatus is the status recorded for the refund of payment p.
+func refundStatus(t *testing.T, svc *testutil.Service, p payment) string {
+	t.Helper()
+	var status string
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT status FROM refunds WHERE payment_id = $1", rowID(t, svc, p.ID)).Scan(&status))
+	return status
+}
+
+// keyParked reports whether key id awaits an operator.
+func keyParked(t *testing.T, svc *testutil.Service, id int64) bool {
+	t.Helper()
+	var parked bool
+	require.NoError(t, svc.Pool.QueryRow(context.Background(),
+		"SELECT needs_attention_at IS NOT NULL FROM idempotency_keys WHERE id = $1", id).Scan(&parked))
+	return parked
+}
+
+// metricLine is the value /metrics shows for name, "" when it shows none.
+func metricLine(t *testing.T, svc *testutil.Service, name string) string {
+	t.Helper()
+	resp := svc.Do(t, http.MethodGet, "/metrics", "")
+	require.Equal(t, http.StatusOK, resp.Status)
+	for _, line := range strings.Split(string(resp.Body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // TestWebhookSecond covers a second Stripe object of one intent, made
@@ -293,9 +419,7 @@ func TestWebhookSecond(t *testing.T) {
 
 		// The customer got 600 back; the key must no longer say "failed".
 		id := keyID(t, svc, "back")
-		var parked bool
-		require.NoError(t, svc.Pool.QueryRow(context.Background(),
-			"SELECT needs_attention_at IS NOT NULL FROM idempotency_keys WHERE id = $1", id).Scan(&parked))
+		parked := keyParked(t, svc, id)
 		replay := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
 		require.True(t, parked,
 			"Refund %s returned 600 for refund key \"back\", which still answers %d %s (refund failed): the client will refund again",
@@ -445,10 +569,7 @@ func TestWebhookSecond(t *testing.T) {
 			"Refund %s returned 600 and succeeded; resolving its key by pending Refund %s took the 600 out of amount_refunded", reA, reB.ID)
 
 		// re_B fails: nothing of the 600 re_A returned is left in the books.
-		_, err = bundle.em.SetRefundStatus(reB.ID, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
-		require.NoError(t, err)
-		_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(2*time.Second))
-		require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+		failRefund(t, svc, bundle.em, reB.ID, 2*time.Second)
 		require.EqualValues(t, 600, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"],
 			"re_A returned 600, the books say %v", getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
 	})
@@ -464,27 +585,18 @@ func TestWebhookSecond(t *testing.T) {
 		svc, bundle := setup(t)
 		p := paid(t, svc, bundle.apiKey, "pay") // 2000
 
-		created := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
-		require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
-		reA := *decode[refund](t, created).StripeRefundID
-
-		reB := secondRefund(t, bundle.em, *p.StripePaymentIntentID, 600, intentOf(t, svc, bundle.userID, "back").Metadata())
-		object := stripeObject(t, svc, "/v1/refunds/"+reB.ID)
-		_, payload := event("refund.created", object, time.Now().Add(time.Second))
-		resp := deliver(t, svc, payload, whsec, time.Now())
-		require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+		parked := parkBySecondRefund(t, svc, bundle.em, bundle.apiKey, bundle.userID, p, stripefake.RefundSucceeded, stripefake.RefundSucceeded)
+		reA, reB, id := parked.reA, parked.reB, parked.id
 		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
-		id := keyID(t, svc, "back")
 
-		settled, err := svc.App.Resolve(context.Background(), id, reA)
-		require.NoError(t, err)
+		settled := parked.resolveByTheFirst(t, svc)
 		require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
 		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
 		require.Equal(t, http.StatusCreated, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`).Status)
 
 		// The same change of re_B, as charge.refund.updated.
-		_, payload = event("charge.refund.updated", object, time.Now().Add(time.Second))
-		resp = deliver(t, svc, payload, whsec, time.Now())
+		_, payload := event("charge.refund.updated", parked.object, time.Now().Add(time.Second))
+		resp := deliver(t, svc, payload, whsec, time.Now())
 		require.Equal(t, http.StatusOK, resp.Status)
 		t.Logf("charge.refund.updated of %s: %s (%s)", reB.ID, resp.Body, lastEventReason(t, svc))
 		replay := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
@@ -504,35 +616,24 @@ func TestWebhookSecond(t *testing.T) {
 		svc, bundle := setup(t)
 		p := paid(t, svc, bundle.apiKey, "pay") // 2000
 
-		require.NoError(t, bundle.em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
-		created := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
-		require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
-		reA := *decode[refund](t, created).StripeRefundID
-
-		require.NoError(t, bundle.em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{}))
-		reB := secondRefund(t, bundle.em, *p.StripePaymentIntentID, 600, intentOf(t, svc, bundle.userID, "back").Metadata())
-		object := stripeObject(t, svc, "/v1/refunds/"+reB.ID)
-		_, payload := event("refund.created", object, time.Now().Add(time.Second))
-		resp := deliver(t, svc, payload, whsec, time.Now())
-		require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+		parked := parkBySecondRefund(t, svc, bundle.em, bundle.apiKey, bundle.userID, p, stripefake.RefundPending, stripefake.RefundSucceeded)
+		reA, reB, object, id := parked.reA, parked.reB, parked.object, parked.id
 		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
-		id := keyID(t, svc, "back")
 
-		settled, err := svc.App.Resolve(context.Background(), id, reA)
-		require.NoError(t, err)
+		settled := parked.resolveByTheFirst(t, svc)
 		require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
 		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
 
 		// re_A succeeds: the refund records it.
-		_, err = bundle.em.SetRefundStatus(reA, stripefake.RefundSucceeded, "")
+		_, err := bundle.em.SetRefundStatus(reA, stripefake.RefundSucceeded, "")
 		require.NoError(t, err)
-		_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now().Add(2*time.Second))
+		_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now().Add(2*time.Second))
 		require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
 		require.Equal(t, []string{"alarm", "applied"}, eventOutcomes(t, svc))
 
 		// The same re_B, succeeded, as charge.refund.updated.
 		_, payload = event("charge.refund.updated", object, time.Now().Add(3*time.Second))
-		resp = deliver(t, svc, payload, whsec, time.Now())
+		resp := deliver(t, svc, payload, whsec, time.Now())
 		require.Equal(t, http.StatusOK, resp.Status)
 		require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
 		replay := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
@@ -551,22 +652,14 @@ func TestWebhookSecond(t *testing.T) {
 		svc, bundle := setup(t)
 		p := paid(t, svc, bundle.apiKey, "pay") // 2000
 
-		created := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
-		require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
-		reA := *decode[refund](t, created).StripeRefundID
-
-		require.NoError(t, bundle.em.SetRefundOutcome(*p.StripePaymentIntentID, stripefake.RefundOutcome{Status: stripefake.RefundPending}))
-		reB := secondRefund(t, bundle.em, *p.StripePaymentIntentID, 600, intentOf(t, svc, bundle.userID, "back").Metadata())
-		_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
-		require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
-		id := keyID(t, svc, "back")
-		_, err := svc.App.Resolve(context.Background(), id, reA)
-		require.NoError(t, err)
+		weighed := weighedByTheFirst(t, svc, bundle.em, bundle.apiKey, bundle.userID, p, stripefake.RefundSucceeded, stripefake.RefundPending)
+		reA, reB, id := weighed.reA, weighed.reB, weighed.id
 		require.Equal(t, http.StatusCreated, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`).Status)
 
-		_, err = bundle.em.SetRefundStatus(reB.ID, stripefake.RefundSucceeded, "")
+		_, err := bundle.em.SetRefundStatus(reB.ID, stripefake.RefundSucceeded, "")
 		require.NoError(t, err)
 		object := stripeObject(t, svc, "/v1/refunds/"+reB.ID)
+		var payload string
 		for i, typ := range []string{"refund.updated", "charge.refund.updated"} {
 			_, payload = event(typ, object, time.Now().Add(time.Duration(2+i)*time.Second))
 			require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
@@ -592,20 +685,13 @@ func TestWebhookSecond(t *testing.T) {
 		svc, bundle := setup(t)
 		p := paid(t, svc, bundle.apiKey, "pay") // 2000
 
-		created := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
-		require.Equal(t, http.StatusCreated, created.Status, "body: %s", created.Body)
-		reA := *decode[refund](t, created).StripeRefundID
-		metadata := intentOf(t, svc, bundle.userID, "back").Metadata()
-
-		reC := secondRefund(t, bundle.em, *p.StripePaymentIntentID, 600, metadata)
-		_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reC.ID), time.Now().Add(time.Second))
-		require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
-		id := keyID(t, svc, "back")
+		parked := parkBySecondRefund(t, svc, bundle.em, bundle.apiKey, bundle.userID, p, stripefake.RefundSucceeded, stripefake.RefundSucceeded)
+		reC, id := parked.reB, parked.id
 		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
 
-		reB := secondRefund(t, bundle.em, *p.StripePaymentIntentID, 600, metadata)
+		reB := secondRefund(t, bundle.em, *p.StripePaymentIntentID, 600, intentOf(t, svc, bundle.userID, "back").Metadata())
 		object := stripeObject(t, svc, "/v1/refunds/"+reB.ID)
-		_, payload = event("refund.created", object, time.Now().Add(2*time.Second))
+		_, payload := event("refund.created", object, time.Now().Add(2*time.Second))
 		require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
 		var kind, lastError string
 		require.NoError(t, svc.Pool.QueryRow(context.Background(),
@@ -616,12 +702,320 @@ func TestWebhookSecond(t *testing.T) {
 		require.Contains(t, lastError, reC.ID, "the earlier reason stays")
 		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
 
-		settled, err := svc.App.Resolve(context.Background(), id, reA)
-		require.NoError(t, err)
+		settled := parked.resolveByTheFirst(t, svc)
 		require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
 		_, payload = event("charge.refund.updated", object, time.Now().Add(3*time.Second))
 		require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`)
 		require.Equal(t, http.StatusCreated, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`).Status)
 		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+	})
+
+	// Refund key "back" answered 201 pending with Refund re_A. A second Refund
+	// re_B of its intent succeeds and parks the key; the operator does what the
+	// alarm and docs/operations.md say (resolve it as refunded by re_A, the
+	// Refund the refund records, while re_A stands). re_A then fails. re_B
+	// returned the customer's 600; the refund records re_A's failure, gives its
+	// 600 back to the payment, and nothing is handed to the operator again
+	// (while parked, the same failure only alarmed). The payment shows 600
+	// refundable that re_B already returned: a client that asks for it under a
+	// new key refunds the customer 1200 for 600.
+	t.Run("RecordedRefundFailingAfterTheOperatorWeighedASecondIsNotRefundedAgain", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay") // 2000
+
+		// re_B succeeds: the key is the operator's.
+		parked := parkBySecondRefund(t, svc, bundle.em, bundle.apiKey, bundle.userID, p, stripefake.RefundPending, stripefake.RefundSucceeded)
+		reA, reB, id := parked.reA, parked.reB, parked.id
+		require.Equal(t, "succeeded", string(reB.Status))
+		requireProblem(t, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+
+		// The operator resolves it as refunded by re_A, as told.
+		settled := parked.resolveByTheFirst(t, svc)
+		require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+
+		// re_A fails at Stripe; re_B's 600 stays with the customer.
+		_, err := bundle.em.SetRefundStatus(reA, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+		require.NoError(t, err)
+		_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now().Add(2*time.Second))
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		t.Logf("re_A's failure: %s (%s)", resp.Body, lastEventReason(t, svc))
+
+		got := getPaymentOf(t, svc, bundle.apiKey, p.ID)
+		handedBack := keyParked(t, svc, id)
+
+		// The client asks for the 600 the books say is still refundable.
+		again := postRefund(t, svc, bundle.apiKey, "again", p.ID, `{"amount": 600}`)
+		returned := returnedByStripe(bundle.em)
+		require.True(t, handedBack || got["amount_refunded"] == float64(600) || again.Status != http.StatusCreated,
+			"Refund %s returned 600 for refund key \"back\" (settled by the operator as refunded by %s); %s then failed, "+
+				"and the payment shows amount_refunded %v, the key is not handed back, and a new refund of 600 answered %d: "+
+				"Stripe returned %d to the customer for one refund of 600",
+			reB.ID, reA, reA, got["amount_refunded"], again.Status, returned)
+	})
+
+	// Refund key "back" answered 201 pending with Refund re_A; a second Refund
+	// re_B of its intent succeeded, and its refund.created parked the key ("…
+	// records Refund re_A (pending for 600) …"). re_A has succeeded at Stripe
+	// since, its event not yet here. The operator resolves the key as refunded
+	// by re_A, as told: the resolve reads re_A succeeded and records the refund
+	// succeeded. Stripe's charge.refund.updated of the same change of re_B (no
+	// news about re_B, the case TestWebhookSecond/RefundReopensItsKeyOnce
+	// covers) words the alarm "(succeeded for 600)", because the operator's own
+	// settling moved the refund. When reopenOnce compared alarms' words (up to
+	// 93cb3dd) it took that for news and handed the settled key back: 503 for
+	// nothing new. refunds.second_refunds (00030) records what re_B did
+	// instead, and the settling stands.
+	t.Run("RefundWithNoNewsLeavesTheKeyTheOperatorSettled", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay") // 2000
+
+		parked := parkBySecondRefund(t, svc, bundle.em, bundle.apiKey, bundle.userID, p, stripefake.RefundPending, stripefake.RefundSucceeded)
+		reA, reB, id := parked.reA, parked.reB, parked.id
+
+		// re_A succeeds at Stripe; the operator resolves by it.
+		_, err := bundle.em.SetRefundStatus(reA, stripefake.RefundSucceeded, "")
+		require.NoError(t, err)
+		settled := parked.resolveByTheFirst(t, svc)
+		require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+		require.Equal(t, http.StatusCreated, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`).Status)
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+
+		// The same change of re_B, as charge.refund.updated.
+		_, payload := event("charge.refund.updated", parked.object, time.Now().Add(time.Second))
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		require.Equal(t, http.StatusOK, resp.Status)
+		reason := lastEventReason(t, svc)
+		replay := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
+		require.Equal(t, http.StatusCreated, replay.Status,
+			"the operator settled key %d as refunded by %s, weighing %s's 600; charge.refund.updated of the same change of %s "+
+				"(no news) handed it back, because the settling itself reworded the alarm (%q): the client's refund answers %d %s",
+			id, reA, reB.ID, reB.ID, reason, replay.Status, replay.Body)
+	})
+
+	// A second Refund re_B of the intent of a refund recorded failed hands its
+	// key back to the operator (Engine.Reopen), which counts the key in
+	// paymentsd_keys_needing_attention_total inside the webhook's transaction.
+	// Postgres aborts that transaction once with a serialization failure (as a
+	// concurrent delivery can), and db.WithTxV runs it again: counted as it
+	// happened (up to 93cb3dd), one key parked once counted twice; counted by
+	// db.AfterCommit, once. A trigger of the test's own database raises the
+	// 40001, once.
+	t.Run("RefundReopenRetriedCountsTheKeyParkedOnce", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay")
+		refundRecordedFailed(t, svc, bundle.em, bundle.apiKey, p)
+		before := metricLine(t, svc, "paymentsd_keys_needing_attention_total")
+		require.Equal(t, "0", before)
+
+		_, err := svc.Pool.Exec(context.Background(), `
+CREATE SEQUENCE attack_abort_once;
+CREATE FUNCTION attack_abort_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.outcome IS DISTINCT FROM OLD.outcome AND nextval('attack_abort_once') = 1 THEN
+        RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER attack_abort_once BEFORE UPDATE ON stripe_events FOR EACH ROW EXECUTE FUNCTION attack_abort_once();`)
+		require.NoError(t, err)
+
+		reB := secondRefund(t, bundle.em, *p.StripePaymentIntentID, 600, intentOf(t, svc, bundle.userID, "back").Metadata())
+		_, payload := event("refund.created", stripeObject(t, svc, "/v1/refunds/"+reB.ID), time.Now().Add(time.Second))
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+		require.Equal(t, "1", metricLine(t, svc, "paymentsd_keys_needing_attention_total"),
+			"one refund key was handed back to the operator once (Refund %s); the counter of keys parked says %s, "+
+				"because the retried webhook transaction counted its Reopen again", reB.ID,
+			metricLine(t, svc, "paymentsd_keys_needing_attention_total"))
+	})
+
+	// Refund key "back" succeeded with Refund re_A (600 counted refunded); a
+	// second Refund re_B of its intent succeeded too and parked the key, which
+	// the operator settled as refunded by re_A, as told. re_A then fails at
+	// Stripe (succeeded to failed). re_B returned the 600: the refund stays
+	// succeeded, its 600 counted, and the key goes back to the operator, told
+	// to resolve it by re_B, which settles it; re_A's and re_B's later events
+	// change nothing.
+	t.Run("RecordedRefundFailingAfterSucceedingHandsTheKeyBack", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay") // 2000
+
+		weighed := weighedByTheFirst(t, svc, bundle.em, bundle.apiKey, bundle.userID, p, stripefake.RefundSucceeded, stripefake.RefundSucceeded)
+		reA, reB, id := weighed.reA, weighed.reB, weighed.id
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+
+		_, err := bundle.em.SetRefundStatus(reA, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+		require.NoError(t, err)
+		_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now().Add(2*time.Second))
+		resp := deliver(t, svc, payload, whsec, time.Now())
+		require.Contains(t, string(resp.Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+		require.Contains(t, lastEventReason(t, svc), reB.ID, "the alarm names the second Refund")
+		requireProblem(t, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`), http.StatusServiceUnavailable, "needs-attention")
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 1")
+		require.Equal(t, "succeeded", refundStatus(t, svc, p), "re_B returned the 600: the refund is not recorded failed")
+		require.EqualValues(t, 600, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
+		var lastError string
+		require.NoError(t, svc.Pool.QueryRow(context.Background(),
+			"SELECT coalesce(last_error, '') FROM idempotency_keys WHERE id = $1", id).Scan(&lastError))
+		require.Contains(t, lastError, "resolve it as refunded by "+reB.ID)
+
+		// The operator settles it by re_B, as told.
+		_, err = svc.App.Resolve(context.Background(), id, reA)
+		require.ErrorIs(t, err, payments.ErrResolutionRefused, "re_A failed")
+		settled, err := svc.App.Resolve(context.Background(), id, reB.ID)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, settled.Status, "body: %s", settled.Body)
+		replay := decode[refund](t, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`))
+		require.Equal(t, "succeeded", replay.Status)
+		require.Equal(t, reB.ID, *replay.StripeRefundID)
+		for i, re := range []string{reA, reB.ID} {
+			_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+re), time.Now().Add(time.Duration(3+i)*time.Second))
+			require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+		}
+		require.Equal(t, http.StatusCreated, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`).Status)
+		require.EqualValues(t, 600, getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"])
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+		rest := postRefund(t, svc, bundle.apiKey, "rest", p.ID, `{}`)
+		require.EqualValues(t, 1400, decode[refund](t, rest).Amount, "the 600 re_B returned is not refundable again")
+	})
+
+	// Refund key "back" is pending with Refund re_A; a second Refund re_B,
+	// pending, parks the key, which the operator settles as refunded by re_A.
+	// re_B fails (returned nothing), then re_A fails: nothing was returned, and
+	// the refund is recorded failed without an operator, its 600 refundable
+	// again.
+	t.Run("RecordedRefundFailingAfterTheSecondFailedTooIsRecordedFailed", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay") // 2000
+
+		weighed := weighedByTheFirst(t, svc, bundle.em, bundle.apiKey, bundle.userID, p, stripefake.RefundPending, stripefake.RefundPending)
+
+		for i, re := range []string{weighed.reB.ID, weighed.reA} {
+			failRefund(t, svc, bundle.em, re, time.Duration(2+i)*time.Second)
+		}
+		require.Equal(t, []string{"alarm", "ignored", "applied"}, eventOutcomes(t, svc), "last: %q", lastEventReason(t, svc))
+		require.Equal(t, http.StatusCreated, postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`).Status)
+		require.Equal(t, "failed", refundStatus(t, svc, p))
+		requireMetric(t, svc, "paymentsd_keys_needing_attention 0")
+		require.EqualValues(t, 2000, decode[refund](t, postRefund(t, svc, bundle.apiKey, "rest", p.ID, `{}`)).Amount)
+	})
+
+	// Refund key "back" succeeded with Refund re_A (600 counted refunded). A
+	// second Refund re_B of its intent, pending, parks the key; the operator
+	// resolves it as refunded by re_A, as told. re_A then fails (succeeded to
+	// failed): re_B was returning the money, so the refund stays succeeded and
+	// the key goes back to the operator (ownFailedBesideSeconds). re_B then
+	// fails too: nothing was returned to the customer. The operator is told to
+	// resolve it "as not refunded if it failed too", but a refund recorded
+	// succeeded is never moved out of succeeded by an operator
+	// (RefundRecordOutcome), re_A and re_B are failed (Charged refuses both),
+	// and re_A's redelivered event meets a key parked for a conflict: the
+	// refund answers succeeded, the payment counts 600 refunded that nobody
+	// returned, and the key is 503 for ever.
+	t.Run("RecordedRefundFailingThenTheSecondLeavesAWayOut", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay") // 2000
+
+		// re_B, pending, parks the key; the operator resolves by re_A.
+		weighed := weighedByTheFirst(t, svc, bundle.em, bundle.apiKey, bundle.userID, p, stripefake.RefundSucceeded, stripefake.RefundPending)
+		reA, reB, id := weighed.reA, weighed.reB, weighed.id
+		require.Equal(t, "succeeded", weighed.first.Status)
+		require.Equal(t, "pending", string(reB.Status))
+
+		// re_A fails: the key is handed back, the refund stays succeeded.
+		_, err := bundle.em.SetRefundStatus(reA, stripefake.RefundFailed, stripefake.RefundFailureLostOrStolenCard)
+		require.NoError(t, err)
+		_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now().Add(2*time.Second))
+		require.Contains(t, string(deliver(t, svc, payload, whsec, time.Now()).Body), `"alarm":true`, "recorded as %q", lastEventReason(t, svc))
+		told := lastEventReason(t, svc)
+
+		// re_B fails too: nothing was returned.
+		failRefund(t, svc, bundle.em, reB.ID, 3*time.Second)
+
+		// Every way out: the operator as told, then re_A's event again.
+		_, errNot := svc.App.Resolve(context.Background(), id, "")
+		_, errA := svc.App.Resolve(context.Background(), id, reA)
+		_, errB := svc.App.Resolve(context.Background(), id, reB.ID)
+		_, payload = event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+reA), time.Now().Add(4*time.Second))
+		require.Equal(t, http.StatusOK, deliver(t, svc, payload, whsec, time.Now()).Status)
+
+		status := refundStatus(t, svc, p)
+		refunded := getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_refunded"]
+		replay := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
+		returned := returnedByStripe(bundle.em)
+		require.False(t, status == "succeeded" && returned == 0,
+			"%s and %s both failed (Stripe returned %d), yet refund \"back\" stays %s, the payment counts amount_refunded %v, "+
+				"and key %d answers %d %s for good. The operator was told %q; resolve not-refunded: %v; by %s: %v; by %s: %v; "+
+				"%s's event again: %q",
+			reA, reB.ID, returned, status, refunded, id, replay.Status, replay.Body, told, errNot, reA, errA, reB.ID, errB,
+			reA, lastEventReason(t, svc))
+	})
+
+	// The case of
+	// RecordedRefundFailingAfterTheOperatorWeighedASecondIsNotRefundedAgain for
+	// a key handed over for re_B before migration 00030: the database has no
+	// second_refunds, and the hand-over left only an 'alarm' stripe_events row
+	// naming re_B, in the words of the code then (93cb3dd). Applying 00030 must
+	// fill second_refunds in from that row: otherwise, once the operator
+	// resolves by re_A, as told, and re_A fails, moneyMoved finds no second
+	// Refund, the refund is recorded failed and its 600 given back, and a new
+	// refund of 600 goes to Stripe: the customer gets 1200 for 600.
+	t.Run("RefundHandedOverBeforeMigration30KeepsTheKeyParked", func(t *testing.T) {
+		t.Parallel()
+		svc, bundle := setup(t)
+		p := paid(t, svc, bundle.apiKey, "pay") // 2000
+
+		handedOver := parkBySecondRefund(t, svc, bundle.em, bundle.apiKey, bundle.userID, p, stripefake.RefundPending, stripefake.RefundSucceeded)
+		reA, reB, id := handedOver.reA, handedOver.reB, handedOver.id
+		// The database as a deployment before 00030 had it: 00030 not applied
+		// (no second_refunds), and the alarm row of the hand-over in the words
+		// 93cb3dd wrote it. Then 00030 is applied, as the upgrade does.
+		ctx := context.Background()
+		provider, sqlDB, err := db.Migrator(svc.Pool)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = sqlDB.Close() })
+		_, err = provider.ApplyVersion(ctx, 30, false)
+		require.NoError(t, err)
+		var refundID int64
+		require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT id FROM refunds WHERE stripe_refund_id = $1", reA).Scan(&refundID))
+		old := fmt.Sprintf("Refund %s of refund %d's intent is %s for %d, and refund %d records Refund %s (%s for %d): "+
+			"a second refund, money %s twice", reB.ID, refundID, "succeeded", 600, refundID, reA, "pending", 600, "returned")
+		tag, err := svc.Pool.Exec(ctx, "UPDATE stripe_events SET reason = $1 WHERE object_id = $2 AND outcome = 'alarm'", old, reB.ID)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, tag.RowsAffected(), "the alarm row of %s's hand-over", reB.ID)
+		_, err = provider.ApplyVersion(ctx, 30, true)
+		require.NoError(t, err)
+		var second string
+		require.NoError(t, svc.Pool.QueryRow(ctx, "SELECT coalesce(second_refunds::text, '') FROM refunds WHERE id = $1", refundID).Scan(&second))
+		require.JSONEq(t, fmt.Sprintf(`{%q: {"status": "succeeded", "refund_failed": false}}`, reB.ID), second,
+			"00030 backfills the hand-over for %s from its alarm row", reB.ID)
+
+		handedOver.resolveByTheFirst(t, svc)
+		failRefund(t, svc, bundle.em, reA, 2*time.Second)
+		reason := lastEventReason(t, svc)
+
+		// re_B returned the 600: the refund is not answered failed (a client
+		// told so would refund again under a new key), its 600 stays held, and
+		// the key is the operator's again.
+		told := postRefund(t, svc, bundle.apiKey, "back", p.ID, `{"amount": 600}`)
+		var status string
+		var parked bool
+		require.NoError(t, svc.Pool.QueryRow(ctx, `SELECT r.status, k.needs_attention_at IS NOT NULL
+			FROM refunds r JOIN idempotency_keys k ON k.id = r.idempotency_key_id WHERE r.id = $1`, refundID).Scan(&status, &parked))
+		reserved := getPaymentOf(t, svc, bundle.apiKey, p.ID)["amount_reserved"]
+		require.True(t, parked && status != "failed" && told.Status == http.StatusServiceUnavailable,
+			"key %d was handed over for %s (succeeded, 600) before 00030; %s then failed (%q): refund %d is %s, payment "+
+				"reserving %v, the key parked %t, and key \"back\" answers %d %s: a client told the refund failed refunds "+
+				"600 again, which %s returned already",
+			id, reB.ID, reA, reason, refundID, status, reserved, parked, told.Status, told.Body, reB.ID)
 	})
 }
