@@ -150,9 +150,10 @@ func TestLostHistory(t *testing.T) {
 	// here, and the service assumes as much.
 	t.Run("BusyAccountWaitsForSearchAndNeverChargesTwice", func(t *testing.T) {
 		t.Parallel()
-		// Longer than planting takes on a loaded machine, so that the whole
-		// busy stretch is one search may not cover yet.
-		const lag = 20 * time.Second
+		// Longer than planting and the first two requests take on a loaded
+		// machine (20 s was not, once, in a CI run beside other tests), so
+		// that the whole busy stretch is one search may not cover yet.
+		const lag = 60 * time.Second
 		em := testutil.StartEmulator(t, stripefake.Options{SearchLag: lag})
 		svc, bundle := setupWith(t, testutil.ServiceOptions{Emulator: em, StripeTimeout: 40 * time.Second,
 			RequestTimeout: 60 * time.Second, Workers: quietCompleter,
