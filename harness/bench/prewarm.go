@@ -14,7 +14,7 @@ import (
 // or index, or in the small index of payments whose outcome is unknown.
 var HotIndexes = []string{
 	"idempotency_keys_user_id_idempotency_key_key",
-	"idempotency_keys_cap_idx",
+	"idempotency_keys_unfinished_idx",
 	"idempotency_key_tombstones_pkey",
 	"payments_stripe_payment_intent_id_key",
 }

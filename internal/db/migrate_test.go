@@ -57,7 +57,8 @@ func TestAnInterruptedHOTIndexBuildIsBuiltAgain(t *testing.T) {
 		`CREATE INDEX idempotency_keys_cap_idx ON idempotency_keys (user_id, lock_token) WHERE finished_at IS NULL`,
 		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'idempotency_keys_cap_idx'::regclass`)
 
-	_, err := provider.Up(ctx)
+	// Up to 00027 only: 00034 merges two of the indexes it builds.
+	_, err := provider.UpTo(ctx, 27)
 	require.NoError(t, err)
 	var invalid int
 	require.NoError(t, pool.QueryRow(ctx,
@@ -82,6 +83,60 @@ func TestAnInterruptedHOTIndexBuildIsBuiltAgain(t *testing.T) {
 	var options []string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'idempotency_keys'::regclass`).Scan(&options))
 	require.Equal(t, []string{"fillfactor=85"}, options)
+}
+
+// TestStripeIDIndexesHoldOnlyKnownIDs: migration 00034 makes the unique
+// indexes of Stripe's ids partial, so a row whose id is not known yet
+// writes no entry, and leaves one index of unfinished keys. Uniqueness and
+// the constraint's name, which the resolve tells a duplicate by, stay;
+// run again after it was interrupted past a swap, and after its Down, it
+// ends the same.
+func TestStripeIDIndexesHoldOnlyKnownIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Interrupted after the payments' swap, with the refunds' build left
+	// invalid.
+	pool, provider := interrupted(t, 34,
+		`INSERT INTO users (email, api_key_hash) VALUES ('ids@example.com', sha256('k'))`,
+		`INSERT INTO payments (user_id, amount, currency, payment_method, stripe_payment_intent_id)
+		 SELECT id, 1500, 'usd', 'pm_card_visa', pi FROM users, (VALUES (NULL), (NULL), ('pi_1')) AS v (pi)`,
+		`ALTER TABLE payments DROP CONSTRAINT payments_stripe_payment_intent_id_key`,
+		`CREATE UNIQUE INDEX payments_stripe_payment_intent_id_key ON payments (stripe_payment_intent_id)
+		 WHERE stripe_payment_intent_id IS NOT NULL`,
+		`CREATE UNIQUE INDEX refunds_stripe_refund_id_known ON refunds (stripe_refund_id) WHERE stripe_refund_id IS NOT NULL`,
+		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'refunds_stripe_refund_id_known'::regclass`)
+	check := func() {
+		t.Helper()
+		rows, err := pool.Query(ctx, `SELECT c.relname || ' ' || pg_get_indexdef(x.indexrelid) || ' ' || x.indisvalid
+			FROM pg_index AS x JOIN pg_class AS c ON c.oid = x.indexrelid
+			WHERE x.indrelid IN ('payments'::regclass, 'refunds'::regclass, 'idempotency_keys'::regclass)
+			  AND c.relname ~ '^(payments_stripe|refunds_stripe|idempotency_keys_(unfinished|cap|completer))'
+			ORDER BY 1`)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.Equal(t, []string{
+			"idempotency_keys_unfinished_idx CREATE INDEX idempotency_keys_unfinished_idx ON public.idempotency_keys USING btree (user_id, lock_token) WHERE (finished_at IS NULL) true",
+			"payments_stripe_payment_intent_id_key CREATE UNIQUE INDEX payments_stripe_payment_intent_id_key ON public.payments USING btree (stripe_payment_intent_id) WHERE (stripe_payment_intent_id IS NOT NULL) true",
+			"refunds_stripe_refund_id_key CREATE UNIQUE INDEX refunds_stripe_refund_id_key ON public.refunds USING btree (stripe_refund_id) WHERE (stripe_refund_id IS NOT NULL) true",
+		}, got)
+		_, err = pool.Exec(ctx, `INSERT INTO payments (user_id, amount, currency, payment_method, stripe_payment_intent_id)
+			SELECT id, 1500, 'usd', 'pm_card_visa', 'pi_1' FROM users`)
+		require.True(t, db.IsUniqueViolation(err, "payments_stripe_payment_intent_id_key"), "%v", err)
+	}
+
+	_, err := provider.Up(ctx)
+	require.NoError(t, err)
+	check()
+	_, err = provider.DownTo(ctx, 33)
+	require.NoError(t, err)
+	var constraints int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_constraint
+		WHERE conname IN ('payments_stripe_payment_intent_id_key', 'refunds_stripe_refund_id_key')`).Scan(&constraints))
+	require.Equal(t, 2, constraints, "Down makes them constraints again")
+	_, err = provider.Up(ctx)
+	require.NoError(t, err)
+	check()
 }
 
 // TestAnInterruptedIntentIndexMigrationKeepsWhatItBuilt: migration 00017

@@ -17,9 +17,10 @@ import (
 // never the whole table. Each statement is the query's text as it stands in
 // db/queries, its parameters numbered.
 //
-// The completer's index has no column a phase's update changes (migration
-// 00027: the update is then HOT), so it serves the completer's filter but
-// not its order: the plan sorts what it read.
+// The index of unfinished keys has no column a phase's update changes
+// (migration 00027: the update is then HOT), so it serves the completer's
+// filter but not its order: the plan sorts what it read, parked keys left
+// out by the filter (00034).
 func TestWorkerQueriesAreIndexServed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -146,7 +147,7 @@ func TestWorkerQueriesAreIndexServed(t *testing.T) {
 		scans      []string // tables that must not be read whole
 	}{
 		{"completer", `EXECUTE resumable(NULL, 2, 1, 300, 60, 30, 100)`,
-			[]string{"idempotency_keys_completer_idx"}, []string{"idempotency_keys"}},
+			[]string{"idempotency_keys_unfinished_idx"}, []string{"idempotency_keys"}},
 		{"reaper", `EXECUTE reapable(86400, 1000)`,
 			[]string{"idempotency_keys_reaper_idx"}, []string{"idempotency_keys"}},
 		{"tombstones", `EXECUTE expired(86400, 1000)`,
@@ -160,9 +161,9 @@ func TestWorkerQueriesAreIndexServed(t *testing.T) {
 			// planner filters it whole, which is not asserted.
 			[]string{"payments_pkey"}, []string{"payments"}},
 		{"unfinished stats", `EXECUTE stats(3600)`,
-			[]string{"idempotency_keys_cap_idx"}, []string{"idempotency_keys"}},
+			[]string{"idempotency_keys_unfinished_idx"}, []string{"idempotency_keys"}},
 		{"keys list", `EXECUTE unfinished(false, NULL, 100)`,
-			[]string{"idempotency_keys_cap_idx"}, []string{"idempotency_keys"}},
+			[]string{"idempotency_keys_unfinished_idx"}, []string{"idempotency_keys"}},
 	} {
 		plan := testutil.Explain(t, conn, c.stmt)
 		for _, index := range c.uses {

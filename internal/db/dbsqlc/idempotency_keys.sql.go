@@ -429,8 +429,9 @@ type IdempotencyKeyListResumableParams struct {
 // and whose backoff has passed, least recently run first: the completer's
 // batch. The lease is taken per key afterwards, atomically, so listing the
 // same key twice from two processes is harmless. Unfinished is "finished_at
-// IS NULL" (migration 00026), the predicate of the completer's index
-// (00027), which it reads whole: its order is a sort.
+// IS NULL" (migration 00026), the predicate of the index of unfinished keys
+// (00027, 00034), which it reads whole, leaving the parked keys out: its
+// order is a sort.
 func (q *Queries) IdempotencyKeyListResumable(ctx context.Context, db DBTX, arg *IdempotencyKeyListResumableParams) ([]int64, error) {
 	rows, err := db.Query(ctx, idempotencyKeyListResumable,
 		arg.Now,
