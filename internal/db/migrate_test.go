@@ -3,11 +3,9 @@ package db_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
@@ -369,99 +367,4 @@ func TestSecondRefundsBackfillKeepsAFailedSecondRefundReturning(t *testing.T) {
 	require.Contains(t, []string{"", "failed"}, got,
 		"re_B1 failed before 00030 (its 'ignored' row says it returned nothing), yet 00030 backfills it %q on refund %d: "+
 			"moneyMoved counts it as returning the money", got, one)
-}
-
-// TestOneCheckPerTableKeepsEveryInvariant: migration 00035 joins the keys'
-// and the payments' CHECK constraints into one a table. Each statement
-// below breaks one clause of them and nothing else; each is refused with
-// the schema's own constraints before the migration and after it (named
-// for the table then), and again after its Down, while the statement that
-// breaks none goes through.
-func TestOneCheckPerTableKeepsEveryInvariant(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool, provider := interrupted(t, 35,
-		`INSERT INTO users (email, api_key_hash) VALUES ('checks@example.com', sha256('k'))`,
-		`INSERT INTO idempotency_keys (user_id, idempotency_key, flow, request_method, request_path, request_params,
-		                              request_fingerprint, recovery_point, finished_at, response_code, response_body)
-		 SELECT id, 'done', 'payment', 'POST', '/payments', '{}', sha256('x'), 'finished', now(), 201, '{}' FROM users`,
-		`INSERT INTO idempotency_keys (user_id, idempotency_key, flow, request_method, request_path, request_params,
-		                              request_fingerprint, recovery_point, lock_token, locked_at)
-		 SELECT id, 'open', 'payment', 'POST', '/payments', '{}', sha256('y'), 'started', gen_random_uuid(), now() FROM users`,
-		`INSERT INTO payments (user_id, amount, currency, payment_method, status, amount_captured, amount_reserved, amount_refunded)
-		 SELECT id, 1500, 'usd', 'pm_card_visa', 'succeeded', 1500, 500, 300 FROM users`)
-	const done, open = `UPDATE idempotency_keys SET %s WHERE idempotency_key = 'done'`, `UPDATE idempotency_keys SET %s WHERE idempotency_key = 'open'`
-	const payment = `UPDATE payments SET %s`
-	broken := []string{
-		fmt.Sprintf(done, `idempotency_key = ''`),
-		fmt.Sprintf(done, `idempotency_key = repeat('k', 256)`),
-		fmt.Sprintf(done, `flow = 'Payment'`),
-		fmt.Sprintf(open, `recovery_point = 'Started'`),
-		fmt.Sprintf(done, `request_fingerprint = '\x00'`),
-		fmt.Sprintf(done, `last_error = repeat('e', 1001)`),
-		fmt.Sprintf(open, `locked_at = NULL`),
-		fmt.Sprintf(done, `response_body = NULL`),
-		fmt.Sprintf(open, `finished_at = now()`),
-		fmt.Sprintf(done, `lock_token = gen_random_uuid(), locked_at = now()`),
-		fmt.Sprintf(open, `needs_attention_at = now(), needs_attention_kind = 'conflict'`),
-		fmt.Sprintf(open, `needs_attention_kind = 'conflict'`),
-		fmt.Sprintf(open, `lock_token = NULL, locked_at = NULL, needs_attention_at = now(), needs_attention_kind = 'other'`),
-		fmt.Sprintf(payment, `amount = 0, amount_captured = 0, amount_reserved = 0, amount_refunded = 0`),
-		fmt.Sprintf(payment, `amount = 100000000`),
-		fmt.Sprintf(payment, `currency = 'USD'`),
-		fmt.Sprintf(payment, `payment_method = ''`),
-		fmt.Sprintf(payment, `description = repeat('d', 1001)`),
-		fmt.Sprintf(payment, `capture_method = 'later'`),
-		fmt.Sprintf(payment, `status = 'paid'`),
-		fmt.Sprintf(payment, `charge_attempt = 0`),
-		fmt.Sprintf(payment, `capture_attempt = 0`),
-		fmt.Sprintf(payment, `amount_captured = 1600`),
-		fmt.Sprintf(payment, `amount_reserved = 1600`),
-		fmt.Sprintf(payment, `amount_refunded = 600`),
-		fmt.Sprintf(payment, `amount_refunded = -1`),
-	}
-	fine := []string{
-		fmt.Sprintf(done, `last_error = NULL, idempotency_key = repeat('k', 255)`),
-		fmt.Sprintf(open, `lock_token = NULL, locked_at = NULL, needs_attention_at = now(), needs_attention_kind = 'unknown_outcome'`),
-		fmt.Sprintf(payment, `description = NULL, status = 'canceled', amount_refunded = 500`),
-	}
-	// each runs every statement in a transaction rolled back, and returns
-	// the constraint that refused each of the broken ones.
-	each := func() []string {
-		t.Helper()
-		var names []string
-		for _, stmt := range append(broken, fine...) {
-			tx, err := pool.Driver().Begin(ctx)
-			require.NoError(t, err)
-			_, err = tx.Exec(ctx, stmt)
-			require.NoError(t, tx.Rollback(ctx))
-			var pgErr *pgconn.PgError
-			if !slices.Contains(fine, stmt) {
-				require.ErrorAs(t, err, &pgErr, stmt)
-				require.Equal(t, "23514", pgErr.Code, stmt)
-				names = append(names, pgErr.ConstraintName)
-			} else {
-				require.NoError(t, err, stmt)
-			}
-		}
-		return names
-	}
-	before := each()
-	require.Len(t, slices.Compact(slices.Sorted(slices.Values(before))), 22, "each of the 22 constraints refuses one: %v", before)
-
-	_, err := provider.Up(ctx)
-	require.NoError(t, err)
-	for _, name := range each() {
-		require.Contains(t, []string{"idempotency_keys_valid", "payments_valid"}, name)
-	}
-	var checks int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_constraint
-		WHERE contype = 'c' AND conrelid IN ('idempotency_keys'::regclass, 'payments'::regclass)`).Scan(&checks))
-	require.Equal(t, 2, checks)
-
-	_, err = provider.DownTo(ctx, 34)
-	require.NoError(t, err)
-	require.Equal(t, before, each(), "Down names each clause again")
-	_, err = provider.Up(ctx)
-	require.NoError(t, err)
 }

@@ -149,7 +149,8 @@ func (f Flow[S]) stepAt(point RecoveryPoint) (int, error) {
 }
 
 // validFlowName and validPoint are what the database accepts for flow
-// names and recovery points (no digits), in idempotency_keys_valid.
+// names (idempotency_keys_flow_check) and recovery points (its
+// recovery_point check: no digits).
 var (
 	validFlowName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 	validPoint    = regexp.MustCompile(`^[a-z][a-z_]{0,62}$`)
