@@ -465,23 +465,9 @@ func TestOperatorResolve(t *testing.T) {
 					return err
 				}
 				_, payload := event("refund.updated", stripeObject(t, svc, "/v1/refunds/"+*id), time.Now().Add(3*time.Second))
-				go func() { delivered <- deliver(t, svc, payload, whsec, time.Now()) }()
-				for {
-					select {
-					case got := <-delivered:
-						delivered <- got
-						return nil
-					case <-time.After(5 * time.Millisecond):
-					}
-					var waiting int
-					if err := svc.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-						WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FROM refunds%FOR UPDATE%'`).Scan(&waiting); err != nil {
-						return err
-					}
-					if waiting > 0 {
-						return nil
-					}
-				}
+				applied := deliverWhileRead(t, svc, payload)
+				go func() { delivered <- <-applied }()
+				return nil
 			}
 			return proxy
 		})
