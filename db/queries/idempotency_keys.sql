@@ -46,7 +46,9 @@ INSERT INTO idempotency_keys (
     user_id, idempotency_key, flow, request_method, request_path,
     request_params, request_fingerprint, request_digest, recovery_point, lock_token, locked_by, locked_at
 )
-SELECT @user_id, @idempotency_key, @flow, @request_method, @request_path,
+-- The cast keeps idempotency_key one type: the column it goes into would
+-- make it a client_key (00035), the tombstone's comparison below a text.
+SELECT @user_id, @idempotency_key::text, @flow, @request_method, @request_path,
        @request_params, @request_fingerprint, sqlc.narg(request_digest), @recovery_point, @lock_token, sqlc.narg(locked_by), now()
 WHERE (
     SELECT count(*)

@@ -3,9 +3,11 @@ package db_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
@@ -367,4 +369,141 @@ func TestSecondRefundsBackfillKeepsAFailedSecondRefundReturning(t *testing.T) {
 	require.Contains(t, []string{"", "failed"}, got,
 		"re_B1 failed before 00030 (its 'ignored' row says it returned nothing), yet 00030 backfills it %q on refund %d: "+
 			"moneyMoved counts it as returning the money", got, one)
+}
+
+// TestValueDomainsKeepEveryRule: migration 00035 moves each rule about a
+// single value from a table's CHECK into a domain. Each statement below
+// breaks one rule and nothing else: each is refused (23514) before the
+// migration by the table's CHECK, after it by the domain's, and after its
+// Down by the table's again, while the statements that break none go
+// through. The migration rewrites no table and keeps the keys' unique
+// index; a run interrupted while the declined payments' index was being
+// built again builds it once more.
+func TestValueDomainsKeepEveryRule(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, provider := interrupted(t, 35,
+		`INSERT INTO users (email, api_key_hash) VALUES ('domains@example.com', sha256('k'))`,
+		`INSERT INTO idempotency_keys (user_id, idempotency_key, flow, request_method, request_path, request_params,
+		                              request_fingerprint, recovery_point, lock_token, locked_at)
+		 SELECT id, 'open', 'payment', 'POST', '/payments', '{}', sha256('y'), 'started', gen_random_uuid(), now() FROM users`,
+		`INSERT INTO payments (user_id, amount, currency, payment_method, status, amount_captured, amount_reserved, amount_refunded)
+		 SELECT id, 1500, 'usd', 'pm_card_visa', 'succeeded', 1500, 500, 300 FROM users`,
+		`INSERT INTO refunds (user_id, payment_id, payment_public_id, amount, currency)
+		 SELECT user_id, id, public_id, 300, 'usd' FROM payments`,
+		`INSERT INTO idempotency_key_tombstones (user_id, idempotency_key, request_method, request_path,
+		                                        request_fingerprint, response_code, finished_at)
+		 SELECT id, 'gone', 'POST', '/payments', sha256('z'), 201, now() FROM users`)
+	const key, payment = `UPDATE idempotency_keys SET %s`, `UPDATE payments SET %s`
+	const refund, tombstone = `UPDATE refunds SET %s`, `UPDATE idempotency_key_tombstones SET %s`
+	broken := []string{
+		fmt.Sprintf(key, `idempotency_key = ''`),
+		fmt.Sprintf(key, `idempotency_key = repeat('k', 256)`),
+		fmt.Sprintf(key, `request_fingerprint = '\x00'`),
+		fmt.Sprintf(key, `flow = 'Payment'`),
+		fmt.Sprintf(key, `recovery_point = 'Started'`),
+		fmt.Sprintf(key, `last_error = repeat('e', 1001)`),
+		fmt.Sprintf(key, `lock_token = NULL, locked_at = NULL, needs_attention_at = now(), needs_attention_kind = 'other'`),
+		fmt.Sprintf(payment, `amount = 0, amount_captured = 0, amount_reserved = 0, amount_refunded = 0`),
+		fmt.Sprintf(payment, `amount = 100000000`),
+		fmt.Sprintf(payment, `currency = 'USD'`),
+		fmt.Sprintf(payment, `payment_method = ''`),
+		fmt.Sprintf(payment, `description = repeat('d', 1001)`),
+		fmt.Sprintf(payment, `status = 'paid'`),
+		fmt.Sprintf(payment, `capture_method = 'later'`),
+		fmt.Sprintf(payment, `charge_attempt = 0`),
+		fmt.Sprintf(payment, `capture_attempt = 0`),
+		fmt.Sprintf(refund, `amount = 0`),
+		fmt.Sprintf(refund, `currency = 'us'`),
+		fmt.Sprintf(refund, `status = 'refunded'`),
+		fmt.Sprintf(refund, `reason = 'changed_mind'`),
+		fmt.Sprintf(refund, `refund_attempt = 0`),
+		fmt.Sprintf(tombstone, `idempotency_key = ''`),
+		fmt.Sprintf(tombstone, `request_fingerprint = sha224('z')`),
+		// Two of the row rules, which stay CHECKs.
+		fmt.Sprintf(key, `locked_at = NULL`),
+		fmt.Sprintf(payment, `amount_refunded = 600`),
+	}
+	fine := []string{
+		fmt.Sprintf(key, `idempotency_key = repeat('k', 255), last_error = repeat('e', 1000), flow = 'refund_2'`),
+		fmt.Sprintf(key, `lock_token = NULL, locked_at = NULL, needs_attention_at = now(), needs_attention_kind = 'conflict'`),
+		fmt.Sprintf(payment, `description = NULL, status = 'canceled', capture_method = 'manual', amount = 99999999, currency = 'eur'`),
+		fmt.Sprintf(refund, `reason = 'fraudulent', status = 'succeeded', refund_attempt = 2`),
+		fmt.Sprintf(refund, `reason = NULL`),
+	}
+	// each runs every statement in a transaction rolled back, and returns
+	// the constraint that refused each of the broken ones.
+	each := func() []string {
+		t.Helper()
+		var names []string
+		for _, stmt := range append(slices.Clone(broken), fine...) {
+			tx, err := pool.Driver().Begin(ctx)
+			require.NoError(t, err)
+			_, err = tx.Exec(ctx, stmt)
+			require.NoError(t, tx.Rollback(ctx))
+			if slices.Contains(fine, stmt) {
+				require.NoError(t, err, stmt)
+				continue
+			}
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, err, &pgErr, stmt)
+			require.Equal(t, "23514", pgErr.Code, stmt)
+			names = append(names, pgErr.ConstraintName)
+		}
+		return names
+	}
+	storage := func() (oids []uint32) {
+		t.Helper()
+		rows, err := pool.Query(ctx, `SELECT relfilenode FROM pg_class WHERE relname IN ('idempotency_keys', 'payments',
+			'refunds', 'idempotency_key_tombstones', 'idempotency_keys_user_id_idempotency_key_key') ORDER BY relname`)
+		require.NoError(t, err)
+		oids, err = pgx.CollectRows(rows, pgx.RowTo[uint32])
+		require.NoError(t, err)
+		return oids
+	}
+	checks := func() (n int) {
+		t.Helper()
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_constraint WHERE contype = 'c'
+			AND conrelid IN ('idempotency_keys'::regclass, 'payments'::regclass)`).Scan(&n))
+		return n
+	}
+	before, stored := each(), storage()
+	require.Len(t, slices.Compact(slices.Sorted(slices.Values(before))), 23, "the 21 CHECKs moved and 2 that stay each refuse: %v", before)
+	require.Equal(t, 22, checks())
+
+	_, err := provider.Up(ctx)
+	require.NoError(t, err)
+	after := each()
+	require.Equal(t, []string{
+		"client_key_length", "client_key_length", "sha256_digest_length", "flow_name_form", "recovery_point_name_form",
+		"error_text_length", "attention_kind_known",
+		"money_amount_range", "money_amount_range", "currency_code_form", "payment_method_ref_length",
+		"description_text_length", "payment_status_known", "capture_method_known", "attempt_number_from_one",
+		"attempt_number_from_one",
+		"money_amount_range", "currency_code_form", "refund_status_known", "refund_reason_known", "attempt_number_from_one",
+		"client_key_length", "sha256_digest_length",
+		"idempotency_keys_lease_check", "payments_amount_refunded_check",
+	}, after)
+	require.Equal(t, stored, storage(), "no table is rewritten, and the keys' unique index is kept")
+	require.Equal(t, 8, checks(), "the hot tables keep only the rules about a whole row as CHECKs")
+
+	// Interrupted while building the declined payments' index again.
+	_, err = pool.Exec(ctx, `DELETE FROM goose_db_version WHERE version_id = 35`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'payments_intent_id_declined_idx'::regclass`)
+	require.NoError(t, err)
+	_, err = provider.Up(ctx)
+	require.NoError(t, err)
+	var valid bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT indisvalid FROM pg_index
+		WHERE indexrelid = 'payments_intent_id_declined_idx'::regclass`).Scan(&valid))
+	require.True(t, valid, "the rerun builds the invalid index again")
+	require.Equal(t, after, each())
+
+	_, err = provider.DownTo(ctx, 34)
+	require.NoError(t, err)
+	require.Equal(t, before, each(), "Down names each table's CHECK again")
+	require.Equal(t, stored, storage())
+	_, err = provider.Up(ctx)
+	require.NoError(t, err)
 }

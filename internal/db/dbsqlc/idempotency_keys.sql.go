@@ -234,7 +234,7 @@ INSERT INTO idempotency_keys (
     user_id, idempotency_key, flow, request_method, request_path,
     request_params, request_fingerprint, request_digest, recovery_point, lock_token, locked_by, locked_at
 )
-SELECT $1, $2, $3, $4, $5,
+SELECT $1, $2::text, $3, $4, $5,
        $6, $7, $8, $9, $10, $11, now()
 WHERE (
     SELECT count(*)
@@ -289,6 +289,8 @@ type IdempotencyKeyInsertParams struct {
 // engine reads the key before inserting it, and the reaper deletes a key and
 // writes its tombstone in one statement, so a read that no longer sees the
 // key is followed by an insert whose snapshot sees the tombstone.
+// The cast keeps idempotency_key one type: the column it goes into would
+// make it a client_key (00035), the tombstone's comparison below a text.
 func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *IdempotencyKeyInsertParams) (*IdempotencyKey, error) {
 	row := db.QueryRow(ctx, idempotencyKeyInsert,
 		arg.UserID,
