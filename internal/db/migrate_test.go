@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
@@ -471,7 +473,7 @@ func TestValueDomainsKeepEveryRule(t *testing.T) {
 	require.Len(t, slices.Compact(slices.Sorted(slices.Values(before))), 23, "the 21 CHECKs moved and 2 that stay each refuse: %v", before)
 	require.Equal(t, 22, checks())
 
-	_, err := provider.Up(ctx)
+	_, err := provider.UpTo(ctx, 35)
 	require.NoError(t, err)
 	after := each()
 	require.Equal(t, []string{
@@ -492,7 +494,7 @@ func TestValueDomainsKeepEveryRule(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'payments_intent_id_declined_idx'::regclass`)
 	require.NoError(t, err)
-	_, err = provider.Up(ctx)
+	_, err = provider.UpTo(ctx, 35)
 	require.NoError(t, err)
 	var valid bool
 	require.NoError(t, pool.QueryRow(ctx, `SELECT indisvalid FROM pg_index
@@ -504,6 +506,48 @@ func TestValueDomainsKeepEveryRule(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, before, each(), "Down names each table's CHECK again")
 	require.Equal(t, stored, storage())
+	_, err = provider.Up(ctx)
+	require.NoError(t, err)
+}
+
+// TestUUIDv7InPLpgSQLMakesTheSameIDs: migration 00036 writes
+// paymentsd_uuid_v7 in PL/pgSQL. Before it, after it and after its Down,
+// the function makes version 7, RFC 9562 variant UUIDs whose first 48 bits
+// are the millisecond it is given, random otherwise, and is the public id's
+// default.
+func TestUUIDv7InPLpgSQLMakesTheSameIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, provider := interrupted(t, 36,
+		`INSERT INTO users (email, api_key_hash) VALUES ('uuid@example.com', sha256('k'))`)
+	check := func(language string) {
+		t.Helper()
+		var lang string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT l.lanname FROM pg_proc AS p JOIN pg_language AS l ON l.oid = p.prolang
+			WHERE p.proname = 'paymentsd_uuid_v7'`).Scan(&lang))
+		require.Equal(t, language, lang)
+		at := time.Date(2026, 11, 28, 7, 5, 1, 234_000_000, time.UTC)
+		var a, b uuid.UUID
+		require.NoError(t, pool.QueryRow(ctx, `SELECT paymentsd_uuid_v7($1), paymentsd_uuid_v7($1)`, at).Scan(&a, &b))
+		for _, id := range []uuid.UUID{a, b} {
+			require.Equal(t, uuid.Version(7), id.Version(), id)
+			require.Equal(t, uuid.RFC4122, id.Variant(), id)
+			sec, nsec := id.Time().UnixTime()
+			require.Equal(t, at, time.Unix(sec, nsec).UTC(), id)
+		}
+		require.NotEqual(t, a, b, "the rest is random")
+		var public uuid.UUID
+		require.NoError(t, pool.QueryRow(ctx, `INSERT INTO payments (user_id, amount, currency, payment_method)
+			SELECT id, 1500, 'usd', 'pm_card_visa' FROM users RETURNING public_id`).Scan(&public))
+		require.Equal(t, uuid.Version(7), public.Version())
+	}
+	check("sql")
+	_, err := provider.Up(ctx)
+	require.NoError(t, err)
+	check("plpgsql")
+	_, err = provider.DownTo(ctx, 35)
+	require.NoError(t, err)
+	check("sql")
 	_, err = provider.Up(ctx)
 	require.NoError(t, err)
 }
