@@ -41,13 +41,15 @@ WHERE id = @id;
 -- engine reads the key before inserting it, and the reaper deletes a key and
 -- writes its tombstone in one statement, so a read that no longer sees the
 -- key is followed by an insert whose snapshot sees the tombstone.
+--
+-- idempotency_key is cast to text where it is inserted: the column would
+-- make the parameter a client_key (00035) and the tombstone's comparison a
+-- text, and Postgres refuses a parameter of two types.
 -- name: IdempotencyKeyInsert :one
 INSERT INTO idempotency_keys (
     user_id, idempotency_key, flow, request_method, request_path,
     request_params, request_fingerprint, request_digest, recovery_point, lock_token, locked_by, locked_at
 )
--- The cast keeps idempotency_key one type: the column it goes into would
--- make it a client_key (00035), the tombstone's comparison below a text.
 SELECT @user_id, @idempotency_key::text, @flow, @request_method, @request_path,
        @request_params, @request_fingerprint, sqlc.narg(request_digest), @recovery_point, @lock_token, sqlc.narg(locked_by), now()
 WHERE (

@@ -149,8 +149,8 @@ func (f Flow[S]) stepAt(point RecoveryPoint) (int, error) {
 }
 
 // validFlowName and validPoint are what the database accepts for flow
-// names (idempotency_keys_flow_check) and recovery points (its
-// recovery_point check: no digits).
+// names (the flow_name domain) and recovery points (recovery_point_name:
+// no digits), migration 00035.
 var (
 	validFlowName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 	validPoint    = regexp.MustCompile(`^[a-z][a-z_]{0,62}$`)

@@ -289,8 +289,10 @@ type IdempotencyKeyInsertParams struct {
 // engine reads the key before inserting it, and the reaper deletes a key and
 // writes its tombstone in one statement, so a read that no longer sees the
 // key is followed by an insert whose snapshot sees the tombstone.
-// The cast keeps idempotency_key one type: the column it goes into would
-// make it a client_key (00035), the tombstone's comparison below a text.
+//
+// idempotency_key is cast to text where it is inserted: the column would
+// make the parameter a client_key (00035) and the tombstone's comparison a
+// text, and Postgres refuses a parameter of two types.
 func (q *Queries) IdempotencyKeyInsert(ctx context.Context, db DBTX, arg *IdempotencyKeyInsertParams) (*IdempotencyKey, error) {
 	row := db.QueryRow(ctx, idempotencyKeyInsert,
 		arg.UserID,
