@@ -51,6 +51,11 @@ type Many struct {
 	// Memory is the service process's resident memory, from /proc; nil
 	// when it could not be read.
 	Memory *Memory `json:"memory,omitempty"`
+	// CPU is what one of the service's payments there cost the machine's
+	// CPUs, by process (proccpu.go), warm-up included; nil when /proc
+	// could not be read. It tells whether the machine, rather than the
+	// engine or the database, held the point back.
+	CPU *CPUCost `json:"cpu,omitempty"`
 }
 
 // Memory is a process's resident memory around a run, in bytes: before
@@ -99,9 +104,12 @@ func (m *measurer) many(ctx context.Context) (*Many, error) {
 		return l.Load, err
 	}
 	stop := sampleRSS(m.cfg.Processes.Service, 100*time.Millisecond)
+	cpuBefore := m.readCPU()
 	var err error
 	s.Fresh, err = run(FreshScenario("service fresh", m.cfg.ServiceURL, m.cfg.Users))
-	s.Memory = stop()
+	var cpu cpuSum
+	cpu.add(cpuBefore, m.readCPU(), s.Fresh.Total)
+	s.Memory, s.CPU = stop(), cpu.cost()
 	if err != nil {
 		return nil, err
 	}
@@ -226,8 +234,26 @@ func manyTarget(r *Results) Target {
 	} else {
 		t.Measured += "; the service's memory could not be read"
 	}
+	t.Measured += manyMachine(s, r.Machine.CPUs)
 	t.Met = share >= ManyRatio && f.Failures() == 0 && f.Conflicts() == 0 && f.Timeouts == 0 && s.Memory != nil
 	return t
+}
+
+// manyMachine says what held the many-in-flight point back when it was
+// not the engine: how busy the machine's CPUs were, what a payment cost
+// them by process, the throughput that cost allows its cpus, and the bare
+// service's throughput on the same SQL. Empty without the CPU reading.
+func manyMachine(s *Many, cpus int) string {
+	c := s.CPU
+	if c == nil || c.Busy <= 0 {
+		return ""
+	}
+	text := fmt.Sprintf("; the machine's CPUs were %.0f%% busy, %.0f µs a payment (Postgres %.0f, the service %.0f, the emulator %.0f, the load generator %.0f, the rest %.0f)",
+		100*c.Busy/(c.Busy+c.Idle), c.Busy, c.Postgres, c.Service, c.Emulator, c.Load, c.Rest)
+	if cpus > 0 {
+		text += fmt.Sprintf(", which bounds %d CPUs at %.0f payments/s", cpus, float64(cpus)*1e6/c.Busy)
+	}
+	return text + fmt.Sprintf("; the bare service, on the same SQL: %.0f payments/s", s.BareFresh.Throughput)
 }
 
 // nonOKText lists every non-2xx status, 409s included: "none", or

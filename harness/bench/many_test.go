@@ -33,6 +33,21 @@ func TestManyTarget(t *testing.T) {
 	require.Contains(t, got.Measured, "errors 3 (timeouts 2)")
 	require.Contains(t, find(t, r, "zero errors").Measured, "3 service fresh with 1000 in flight")
 
+	// With the machine's CPU time read around the run, the target says
+	// what a payment cost the CPUs and the throughput that leaves them,
+	// and the verdict is still the share's.
+	r = sample()
+	for i := range r.Points {
+		r.Points[i].FreshCeiling.TPS = 1300
+	}
+	r.Machine.CPUs = 2
+	r.Many.CPU = &CPUCost{Requests: 9880, Postgres: 1400, Service: 700, Emulator: 250, Load: 150, Rest: 100, Busy: 2600, Idle: 26}
+	got = manyTarget(r)
+	require.False(t, got.Met, "58% of fresh.sql's ceiling")
+	require.Contains(t, got.Measured, "; the machine's CPUs were 99% busy, 2600 µs a payment (Postgres 1400, the service 700, "+
+		"the emulator 250, the load generator 150, the rest 100), which bounds 2 CPUs at 769 payments/s; "+
+		"the bare service, on the same SQL: 780 payments/s")
+
 	r.Many = nil
 	require.Equal(t, "not measured", manyTarget(r).Measured)
 }

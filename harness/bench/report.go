@@ -133,7 +133,9 @@ func method(b *strings.Builder, r *Results) {
 	if s := r.Many; s != nil {
 		w("- **Many in flight:** after the slow point, with the same latency, %d clients keep payments in\n", s.Conns)
 		w("  flight against the service, its resident memory (VmRSS, /proc) read before, every 100 ms during and\n")
-		w("  after the run, then against the bare service. The service is read against the lesser of Little's\n")
+		w("  after the run, and the machine's CPU time read around it as at %d connections (what a payment cost\n", TargetConns)
+		w("  the CPUs, and the throughput that leaves them), then against the bare service. The service is read\n")
+		w("  against the lesser of Little's\n")
 		w("  bound (in flight over the latency) and the most fresh.sql sustained at any connection count of the run;\n")
 		w("  the client's timeout is 30 s, and a timeout counts as an error and apart.")
 		if s.Window > 0 {
