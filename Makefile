@@ -15,6 +15,9 @@
 #                 about 30 minutes and 25 GB of disk, dropped at exit), the
 #                 reaper and the sizes beside; BENCH_FILL=N make bench is the
 #                 same
+#   make bench-ablation  fresh.sql on the service's schema with one layer of
+#                 its work taken away after another (rules, indexes), beside
+#                 least.sql: where the design's cost goes
 #   make chaos    the fault run: kills, restarts, processor faults, lost history
 #   make chaos-failover  the fault run through a Postgres failover, to a
 #                 synchronous standby and then to an asynchronous one
@@ -35,7 +38,7 @@ SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 # tooling, each a module of its own (tools/ only pins sqlc).
 MODULES := . emulator harness
 
-.PHONY: build run test test-pgbouncer generate check-generated check-deps lint lint-openapi walk fuzz bench bench-fill bench-go chaos chaos-failover chaos-patroni clean
+.PHONY: build run test test-pgbouncer generate check-generated check-deps lint lint-openapi walk fuzz bench bench-fill bench-ablation bench-go chaos chaos-failover chaos-patroni clean
 
 # The commit goes in by -ldflags too: Go's own VCS stamping is off wherever
 # GOFLAGS carries -buildvcs=false, as on some CI machines. scripts/build.sh
@@ -132,6 +135,16 @@ bench: build
 # BENCH_CONNS=1,8,32,64 measures every point of make bench before the fill.
 bench-fill: build
 	BENCH_FILL=$${BENCH_FILL:-10000000} scripts/bench.sh
+
+# Issue 29: where fresh.sql's distance from least.sql goes. fresh.sql on
+# the service's schema and on copies with the row rules, the partial
+# indexes, the value rules and the payments' lookup indexes taken away in
+# turn (harness/bench/ablation/), least.sql beside, rounds in rotating
+# order at 32 connections (scripts/bench-ablation.sh). A diagnostic, not a
+# target: every layer is there for a query or a rule that needs it.
+# ABLATION_ROUNDS=1 ABLATION_SECONDS=2 is the quick form CI runs.
+bench-ablation:
+	scripts/bench-ablation.sh
 
 # Go micro-benchmarks: compare runs with benchstat.
 BENCHTIME ?= 1s

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Where the SQL ceiling's distance from the least SQL goes, layer by layer:
+# fresh.sql (the service's two transactions of a fresh payment) on the
+# service's schema, then on copies of it with one more layer of its work
+# taken away each (harness/bench/ablation/N-*.sql, applied in order: the
+# row rules, the partial indexes of background work, the value rules, the
+# payments' lookup indexes), and least.sql (harness/bench/least) beside
+# them, all at 32 connections on one server. A diagnostic, never a
+# yardstick: each layer it removes is a rule or a lookup the service keeps
+# because something needs it (each file says what).
+#
+# The runs rotate their order every round, so that no variant always runs
+# first or after the same neighbour; each variant's throughput is the mean
+# of its rounds, and its share is of least.sql's mean.
+#
+#   ABLATION_ROUNDS=5     rounds (each runs every variant once)
+#   ABLATION_SECONDS=12   seconds a pgbench run
+#   DATABASE_URL          the server; without it, the throwaway cluster of
+#                         scripts/postgres.sh (scripts/with-postgres.sh)
+#
+# Its databases, paymentsd_ablation_0 … _4, are dropped at exit.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+if [ -z "${ABLATION_URL:-}" ]; then
+  exec env ABLATION_URL=1 scripts/with-postgres.sh "$0" "$@"
+fi
+
+rounds=${ABLATION_ROUNDS:-5}
+seconds=${ABLATION_SECONDS:-12}
+say() { echo "bench-ablation: $*" >&2; }
+
+if ! command -v pgbench >/dev/null 2>&1; then
+  say "installing Debian's postgresql-client for pgbench"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq postgresql-client >&2
+fi
+go build -o bin/paymentsd ./cmd/paymentsd
+
+layers=(harness/bench/ablation/[0-9]-*.sql)
+dbs=()
+# url_of DB is DATABASE_URL with its database replaced.
+url_of() { sed -E "s#^([a-z]+://[^/]*/)[^?]*#\1$1#" <<<"$DATABASE_URL"; }
+cleanup() {
+  local d
+  for d in "${dbs[@]}"; do psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $d" >/dev/null 2>&1 || true; done
+}
+trap cleanup EXIT
+
+for i in $(seq 0 "${#layers[@]}"); do
+  d=paymentsd_ablation_$i
+  dbs+=("$d")
+  PGOPTIONS='-c client_min_messages=warning' psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $d" -c "CREATE DATABASE $d"
+  DATABASE_URL=$(url_of "$d") bin/paymentsd migrate >/dev/null
+  args=(-q -v ON_ERROR_STOP=1 -c "INSERT INTO users (email, api_key_hash)
+    SELECT 'ablation-' || g || '@example.com', sha256(('ablation-' || g)::bytea) FROM generate_series(1, 100) AS g")
+  [ "$i" = 0 ] && args+=(-f harness/bench/least/schema.sql)
+  for l in "${layers[@]:0:$i}"; do args+=(-f "$l"); done
+  psql "${args[@]}" "$(url_of "$d")" >/dev/null
+done
+say "fresh.sql on ${#dbs[@]} schemas and least.sql, $rounds rounds of ${seconds}s at 32 connections"
+
+# run DB SCRIPT prints pgbench's payments/s.
+run() {
+  local umin umax
+  read -r umin umax < <(psql -At -F ' ' "$(url_of "$1")" -c "SELECT min(id), max(id) FROM users")
+  pgbench -M prepared -n -T "$seconds" -c 32 -j 2 -D umin="$umin" -D umax="$umax" \
+    -f "harness/bench/pgbench/$2.sql" "$(url_of "$1")" 2>&1 | awk '/^tps/ { printf "%.0f\n", $3 }'
+}
+names=("${dbs[@]}" least)
+declare -A sum runs
+n=${#names[@]}
+for r in $(seq 1 "$rounds"); do
+  line="round $r:"
+  for k in $(seq 0 $((n - 1))); do
+    name=${names[$(((k + r) % n))]}
+    if [ "$name" = least ]; then tps=$(run "${dbs[0]}" least); else tps=$(run "$name" fresh); fi
+    sum[$name]=$(( ${sum[$name]:-0} + tps ))
+    runs[$name]="${runs[$name]:+${runs[$name]}, }$tps"
+    line="$line $name $tps"
+  done
+  say "$line"
+done
+
+least=$(( sum[least] / rounds ))
+echo "Each row takes one more layer of the service's schema away (harness/bench/ablation/)."
+echo
+echo "| schema | payments/s (mean of $rounds) | runs | share of least.sql | gain over the row above |"
+echo "|---|--:|---|--:|--:|"
+prev=
+for i in $(seq 0 $((${#dbs[@]} - 1))); do
+  d=${dbs[$i]}
+  mean=$(( sum[$d] / rounds ))
+  what="the service's"
+  if [ "$i" -gt 0 ]; then
+    what=$(basename "${layers[$((i - 1))]}" .sql)
+    what="− the ${what#*-}"
+    what=${what//-/ }
+  fi
+  gain="–"
+  [ -n "$prev" ] && gain=$(awk -v a="$mean" -v b="$prev" 'BEGIN { printf "%+.0f%%", 100 * (a / b - 1) }')
+  echo "| $what | $mean | ${runs[$d]} | $(awk -v a="$mean" -v b="$least" 'BEGIN { printf "%.0f%%", 100 * a / b }') | $gain |"
+  prev=$mean
+done
+echo "| least.sql | $least | ${runs[least]} | 100% | |"
