@@ -144,7 +144,7 @@ bench-fill: build
 # target: every layer is there for a query or a rule that needs it.
 # ABLATION_ROUNDS=1 ABLATION_SECONDS=2 is the quick form CI runs.
 bench-ablation:
-	scripts/bench-ablation.sh
+	scripts/with-postgres.sh scripts/bench-ablation.sh
 
 # Go micro-benchmarks: compare runs with benchstat.
 BENCHTIME ?= 1s

@@ -15,17 +15,15 @@
 #
 #   ABLATION_ROUNDS=5     rounds (each runs every variant once)
 #   ABLATION_SECONDS=12   seconds a pgbench run
-#   DATABASE_URL          the server; without it, the throwaway cluster of
-#                         scripts/postgres.sh (scripts/with-postgres.sh)
+#   DATABASE_URL          the server, as a URL (make bench-ablation runs
+#                         this under scripts/with-postgres.sh, which sets it
+#                         to its throwaway cluster when it is unset)
 #
 # Its databases, paymentsd_ablation_0 … _4, are dropped at exit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-
-if [ -z "${ABLATION_URL:-}" ]; then
-  exec env ABLATION_URL=1 scripts/with-postgres.sh "$0" "$@"
-fi
+: "${DATABASE_URL:?set DATABASE_URL, or run make bench-ablation}"
 
 rounds=${ABLATION_ROUNDS:-5}
 seconds=${ABLATION_SECONDS:-12}

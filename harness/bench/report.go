@@ -135,9 +135,9 @@ func method(b *strings.Builder, r *Results) {
 		w("  flight against the service, its resident memory (VmRSS, /proc) read before, every 100 ms during and\n")
 		w("  after the run, and the machine's CPU time read around it as at %d connections (what a payment cost\n", TargetConns)
 		w("  the CPUs, and the throughput that leaves them), then against the bare service. The service is read\n")
-		w("  against the lesser of Little's\n")
-		w("  bound (in flight over the latency) and the most fresh.sql sustained at any connection count of the run;\n")
-		w("  the client's timeout is 30 s, and a timeout counts as an error and apart.")
+		w("  against the lesser of Little's bound (in flight over the latency) and the most fresh.sql sustained at\n")
+		w("  any connection count of the run; the client's timeout is 30 s, and a timeout counts as an error and\n")
+		w("  apart.")
 		if s.Window > 0 {
 			w(" Its runs measure %s after a %s\n", s.Window.Duration(), s.Warmup.Duration())
 			w("  warm-up, at least 10 s after 3 s whatever the other runs': a payment there takes seconds.")
