@@ -131,15 +131,17 @@ func StartService(t testing.TB, opts ServiceOptions) *Service {
 	}
 	stripeCfg := opts.Stripe
 	stripeCfg.SecretKey, stripeCfg.APIBase, stripeCfg.Timeout = "sk_test_paymentsd", emulator.URL, opts.StripeTimeout
+	// The least non-zero durations (zero means the default): the
+	// emulator's list is consistent at once, and it has finished a request
+	// by the time it answers, or the test released its hang. Tests of the
+	// margin or the bound set their own. A millisecond was not "at once": a
+	// retry that found its Stripe key spent, searched and listed in less
+	// than that, and was told to wait for the next key.
 	if stripeCfg.VisibilityMargin == 0 {
-		// The emulator's list is consistent at once; tests of the margin
-		// itself set one.
-		stripeCfg.VisibilityMargin = time.Millisecond
+		stripeCfg.VisibilityMargin = time.Nanosecond
 	}
 	if stripeCfg.ExecutionBound == 0 {
-		// The emulator has finished a request by the time it answers, or
-		// the test released its hang; tests of the bound itself set one.
-		stripeCfg.ExecutionBound = time.Millisecond
+		stripeCfg.ExecutionBound = time.Nanosecond
 	}
 	a, err := app.New(context.Background(), pool, app.Options{
 		Logger:         log,
