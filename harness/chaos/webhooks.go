@@ -26,7 +26,9 @@ import (
 // first attempts lost. A delivery to a process that was just killed, or
 // while Postgres restarts, fails and is retried.
 //
-// After the drain the harness waits, within webhookSettle, until the
+// After the drain the harness waits until the emulator holds no
+// authorization (AwaitAuthorizationsEnded), so that Stripe makes no event
+// after the last one is delivered; then, within webhookSettle, until the
 // emulator has no event left to deliver, reads its events (before the
 // database, so that every event it saw delivered has committed), and
 // checks:
