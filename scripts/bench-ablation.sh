@@ -15,6 +15,9 @@
 #
 #   ABLATION_ROUNDS=5     rounds (each runs every variant once)
 #   ABLATION_SECONDS=12   seconds a pgbench run
+#   ABLATION_WRITE=1      also write the table, with the date, commit and
+#                         command, to docs/bench-ablation.md (the committed
+#                         copy; do not edit it by hand)
 #   DATABASE_URL          the server, as a URL (make bench-ablation runs
 #                         this under scripts/with-postgres.sh, which sets it
 #                         to its throwaway cluster when it is unset)
@@ -83,23 +86,45 @@ for r in $(seq 1 "$rounds"); do
 done
 
 least=$(( sum[least] / rounds ))
-echo "Each row takes one more layer of the service's schema away (harness/bench/ablation/)."
-echo
-echo "| schema | payments/s (mean of $rounds) | runs | share of least.sql | gain over the row above |"
-echo "|---|--:|---|--:|--:|"
-prev=
-for i in $(seq 0 $((${#dbs[@]} - 1))); do
-  d=${dbs[$i]}
-  mean=$(( sum[$d] / rounds ))
-  what="the service's"
-  if [ "$i" -gt 0 ]; then
-    what=$(basename "${layers[$((i - 1))]}" .sql)
-    what="− the ${what#*-}"
-    what=${what//-/ }
-  fi
-  gain="–"
-  [ -n "$prev" ] && gain=$(awk -v a="$mean" -v b="$prev" 'BEGIN { printf "%+.0f%%", 100 * (a / b - 1) }')
-  echo "| $what | $mean | ${runs[$d]} | $(awk -v a="$mean" -v b="$least" 'BEGIN { printf "%.0f%%", 100 * a / b }') | $gain |"
-  prev=$mean
-done
-echo "| least.sql | $least | ${runs[least]} | 100% | |"
+# table prints the result as Markdown.
+table() {
+  echo "Each row takes one more layer of the service's schema away (harness/bench/ablation/)."
+  echo
+  echo "| schema | payments/s (mean of $rounds) | runs | share of least.sql | gain over the row above |"
+  echo "|---|--:|---|--:|--:|"
+  prev=
+  for i in $(seq 0 $((${#dbs[@]} - 1))); do
+    d=${dbs[$i]}
+    mean=$(( sum[$d] / rounds ))
+    what="the service's"
+    if [ "$i" -gt 0 ]; then
+      what=$(basename "${layers[$((i - 1))]}" .sql)
+      what="− the ${what#*-}"
+      what=${what//-/ }
+    fi
+    gain="–"
+    [ -n "$prev" ] && gain=$(awk -v a="$mean" -v b="$prev" 'BEGIN { printf "%+.0f%%", 100 * (a / b - 1) }')
+    echo "| $what | $mean | ${runs[$d]} | $(awk -v a="$mean" -v b="$least" 'BEGIN { printf "%.0f%%", 100 * a / b }') | $gain |"
+    prev=$mean
+  done
+  echo "| least.sql | $least | ${runs[least]} | 100% | |"
+}
+
+if [ "${ABLATION_WRITE:-}" != 1 ]; then
+  table
+  exit 0
+fi
+{
+  echo "# Where the SQL ceiling's distance from the least SQL goes"
+  echo
+  echo "Written by \`ABLATION_WRITE=1 make bench-ablation\` (scripts/bench-ablation.sh); do not edit by hand."
+  echo "A diagnostic, not a yardstick: every layer it takes away is a rule or a lookup the service keeps"
+  echo "because something needs it, and each file in \`harness/bench/ablation/\` says what."
+  echo
+  echo "- **Date:** $(date -u '+%Y-%m-%d %H:%M') (UTC)"
+  echo "- **Code:** commit $(git rev-parse HEAD)"
+  echo "- **Runs:** pgbench \`-M prepared -n -T $seconds -c 32 -j 2\`, $rounds rounds, each running every schema once in"
+  echo "  rotating order, on one server; fresh.sql on each schema, least.sql on the least schema"
+  echo
+  table
+} | tee docs/bench-ablation.md
