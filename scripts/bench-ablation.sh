@@ -63,35 +63,81 @@ for i in $(seq 0 "${#layers[@]}"); do
 done
 say "fresh.sql on ${#dbs[@]} schemas and least.sql, $rounds rounds of ${seconds}s at 32 connections"
 
-# run DB SCRIPT prints pgbench's payments/s.
-run() {
-  local umin umax
-  read -r umin umax < <(psql -At -F ' ' "$(url_of "$1")" -c "SELECT min(id), max(id) FROM users")
-  pgbench -M prepared -n -T "$seconds" -c 32 -j 2 -D umin="$umin" -D umax="$umax" \
-    -f "harness/bench/pgbench/$2.sql" "$(url_of "$1")" 2>&1 | awk '/^tps/ { printf "%.0f\n", $3 }'
+# The server's CPU time, in clock ticks, when it runs on this machine: the
+# postmaster's own, its exited children's (a run's backends, once pgbench
+# has disconnected and the postmaster has reaped them) and its live
+# children's (checkpointer, WAL writer, autovacuum). Throughput on two
+# shared cores drifts from run to run; what a payment costs the server
+# drifts much less. Found through the checkpointer, whose parent is the
+# postmaster; empty when the server is elsewhere.
+pm=$(psql -At "$DATABASE_URL" -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'")
+pm=$(awk '{ print $4 }' "/proc/$pm/stat" 2>/dev/null || true)
+[ -n "$pm" ] && [ "$(cat "/proc/$pm/comm" 2>/dev/null)" = postgres ] || pm=
+hz=$(getconf CLK_TCK)
+server_ticks() {
+  local t c
+  t=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pm/stat")
+  for c in $(pgrep -P "$pm"); do
+    t=$((t + $(awk '{ print $14 + $15 }' "/proc/$c/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$t"
 }
+
+# run DB SCRIPT prints pgbench's payments/s, the payments, and the server's
+# CPU ticks over the run (0 when it is elsewhere).
+run() {
+  local umin umax out before=0 after=0
+  read -r umin umax < <(psql -At -F ' ' "$(url_of "$1")" -c "SELECT min(id), max(id) FROM users")
+  [ -n "$pm" ] && before=$(server_ticks)
+  out=$(pgbench -M prepared -n -T "$seconds" -c 32 -j 2 -D umin="$umin" -D umax="$umax" \
+    -f "harness/bench/pgbench/$2.sql" "$(url_of "$1")" 2>&1)
+  if [ -n "$pm" ]; then
+    # Until the postmaster has reaped the run's 32 backends (within 5 s:
+    # an autovacuum worker may come and go meanwhile).
+    local i
+    for i in $(seq 50); do [ "$(pgrep -P "$pm" | wc -l)" -gt "$children" ] || break; sleep 0.1; done
+    after=$(server_ticks)
+  fi
+  awk -v ticks=$((after - before)) '/^tps/ { tps = $3 } /actually processed/ { n = $NF }
+    END { printf "%.0f %d %d\n", tps, n, ticks }' <<<"$out"
+}
+[ -n "$pm" ] && children=$(pgrep -P "$pm" | wc -l)
 names=("${dbs[@]}" least)
-declare -A sum runs
+declare -A sum runs payments ticks
 n=${#names[@]}
 for r in $(seq 1 "$rounds"); do
   line="round $r:"
   for k in $(seq 0 $((n - 1))); do
     name=${names[$(((k + r) % n))]}
-    if [ "$name" = least ]; then tps=$(run "${dbs[0]}" least); else tps=$(run "$name" fresh); fi
+    if [ "$name" = least ]; then res=$(run "${dbs[0]}" least); else res=$(run "$name" fresh); fi
+    read -r tps paid used <<<"$res"
     sum[$name]=$(( ${sum[$name]:-0} + tps ))
+    payments[$name]=$(( ${payments[$name]:-0} + paid ))
+    ticks[$name]=$(( ${ticks[$name]:-0} + used ))
     runs[$name]="${runs[$name]:+${runs[$name]}, }$tps"
     line="$line $name $tps"
   done
   say "$line"
 done
 
+# cpu NAME prints the server's CPU µs a payment over NAME's runs, or – .
+cpu() {
+  if [ -z "$pm" ] || [ "${payments[$1]}" = 0 ]; then echo "–"; return; fi
+  awk -v t="${ticks[$1]}" -v n="${payments[$1]}" -v hz="$hz" 'BEGIN { printf "%.0f", 1e6 * t / hz / n }'
+}
+
 least=$(( sum[least] / rounds ))
+# ratio A B prints A/B as a percentage, or – .
+ratio() {
+  if [ "$1" = – ] || [ "$2" = – ]; then echo "–"; return; fi
+  awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f%%", 100 * a / b }'
+}
 # table prints the result as Markdown.
 table() {
   echo "Each row takes one more layer of the service's schema away (harness/bench/ablation/)."
   echo
-  echo "| schema | payments/s (mean of $rounds) | runs | share of least.sql | gain over the row above |"
-  echo "|---|--:|---|--:|--:|"
+  echo "| schema | payments/s (mean of $rounds) | runs | share of least.sql | gain over the row above | server CPU µs a payment | against least.sql's |"
+  echo "|---|--:|---|--:|--:|--:|--:|"
   prev=
   for i in $(seq 0 $((${#dbs[@]} - 1))); do
     d=${dbs[$i]}
@@ -104,10 +150,10 @@ table() {
     fi
     gain="–"
     [ -n "$prev" ] && gain=$(awk -v a="$mean" -v b="$prev" 'BEGIN { printf "%+.0f%%", 100 * (a / b - 1) }')
-    echo "| $what | $mean | ${runs[$d]} | $(awk -v a="$mean" -v b="$least" 'BEGIN { printf "%.0f%%", 100 * a / b }') | $gain |"
+    echo "| $what | $mean | ${runs[$d]} | $(awk -v a="$mean" -v b="$least" 'BEGIN { printf "%.0f%%", 100 * a / b }') | $gain | $(cpu "$d") | $(ratio "$(cpu "$d")" "$(cpu least)") |"
     prev=$mean
   done
-  echo "| least.sql | $least | ${runs[least]} | 100% | |"
+  echo "| least.sql | $least | ${runs[least]} | 100% | | $(cpu least) | 100% |"
 }
 
 if [ "${ABLATION_WRITE:-}" != 1 ]; then
