@@ -121,27 +121,34 @@ func (c *Clients) capture(ctx context.Context, rng *rand.Rand, in *Intent) int64
 // AwaitAuthorizationsEnded waits, within bound, until the emulator holds no
 // authorization: each one captured, canceled, or canceled by Stripe when
 // its window closed. Once the clients stopped nothing makes a new one, so
-// the wait is at most the window. The harness waits so before it settles
-// the webhooks: an authorization that Stripe cancels after the last
-// delivery, between the webhooks' settling and the snapshot, would leave
-// the snapshot with a canceled PaymentIntent whose payment.canceled event
-// is not delivered yet, a payment still requires_capture beside it, and a
+// the wait is at most the window; a window that outlasts the bound (Stripe's
+// seven days) ends no authorization during the run's last moments either,
+// and is not waited for. The harness waits so before it settles the
+// webhooks: an authorization that Stripe cancels after the last delivery,
+// between the webhooks' settling and the snapshot, would leave the snapshot
+// with a canceled PaymentIntent whose payment_intent.canceled event is not
+// delivered yet, a payment still requires_capture beside it, and a
 // violation that is the harness's own. Reading the PaymentIntents is what
 // makes the emulator cancel whatever is due.
-func AwaitAuthorizationsEnded(ctx context.Context, emu *Emulator, bound time.Duration, ev *Events) error {
+func AwaitAuthorizationsEnded(ctx context.Context, emu *Emulator, window, bound time.Duration, ev *Events) error {
 	start := time.Now()
 	for {
 		pis, err := emu.PaymentIntents(ctx)
 		if err != nil {
 			return err
 		}
-		held := 0
+		held, last := 0, start
 		for _, pi := range pis {
-			if pi.Status == statusRequiresCapture {
-				held++
+			if pi.Status != statusRequiresCapture {
+				continue
+			}
+			held++
+			// Created is in whole seconds.
+			if end := pi.Created.Add(window + time.Second); end.After(last) {
+				last = end
 			}
 		}
-		if held == 0 || time.Since(start) > bound {
+		if held == 0 || last.Sub(start) > bound || time.Since(start) > bound {
 			ev.Logf(EventPhase, "authorizations: %d still held after %s", held, time.Since(start).Round(time.Millisecond))
 			return nil
 		}

@@ -171,7 +171,7 @@ func Run(ctx context.Context, cfg *Config, stdout io.Writer) (passed bool, err e
 	}
 	var hooks *Webhooks
 	if cfg.Webhooks {
-		if err := AwaitAuthorizationsEnded(ctx, rig.Emulator, cfg.AuthorizationWindow+5*time.Second, ev); err != nil {
+		if err := AwaitAuthorizationsEnded(ctx, rig.Emulator, cfg.AuthorizationWindow, cfg.Drain, ev); err != nil {
 			return false, err
 		}
 		if hooks, err = SettleWebhooks(ctx, rig.Emulator, pool, ev); err != nil {
