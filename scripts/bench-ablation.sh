@@ -89,8 +89,12 @@ run() {
   local umin umax out before=0 after=0
   read -r umin umax < <(psql -At -F ' ' "$(url_of "$1")" -c "SELECT min(id), max(id) FROM users")
   [ -n "$pm" ] && before=$(server_ticks)
-  out=$(pgbench -M prepared -n -T "$seconds" -c 32 -j 2 -D umin="$umin" -D umax="$umax" \
-    -f "harness/bench/pgbench/$2.sql" "$(url_of "$1")" 2>&1)
+  if ! out=$(pgbench -M prepared -n -T "$seconds" -c 32 -j 2 -D umin="$umin" -D umax="$umax" \
+    -f "harness/bench/pgbench/$2.sql" "$(url_of "$1")" 2>&1); then
+    say "pgbench failed running $2.sql on $1:"
+    echo "$out" >&2
+    return 1
+  fi
   if [ -n "$pm" ]; then
     # Until the postmaster has reaped the run's 32 backends (within 5 s:
     # an autovacuum worker may come and go meanwhile).
@@ -153,7 +157,7 @@ table() {
     echo "| $what | $mean | ${runs[$d]} | $(awk -v a="$mean" -v b="$least" 'BEGIN { printf "%.0f%%", 100 * a / b }') | $gain | $(cpu "$d") | $(ratio "$(cpu "$d")" "$(cpu least)") |"
     prev=$mean
   done
-  echo "| least.sql | $least | ${runs[least]} | 100% | | $(cpu least) | 100% |"
+  echo "| least.sql | $least | ${runs[least]} | 100% | | $(cpu least) | $(ratio "$(cpu least)" "$(cpu least)") |"
 }
 
 if [ "${ABLATION_WRITE:-}" != 1 ]; then
