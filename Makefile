@@ -17,7 +17,8 @@
 #                 same
 #   make bench-ablation  fresh.sql on the service's schema with one layer of
 #                 its work taken away after another (rules, indexes), beside
-#                 least.sql: where the design's cost goes
+#                 least.sql, and a redesign with HOT updates: where the
+#                 design's cost goes
 #   make chaos    the fault run: kills, restarts, processor faults, lost history
 #   make chaos-failover  the fault run through a Postgres failover, to a
 #                 synchronous standby and then to an asynchronous one
@@ -139,9 +140,10 @@ bench-fill: build
 # Issue 29: where fresh.sql's distance from least.sql goes. fresh.sql on
 # the service's schema and on copies with the row rules, the partial
 # indexes, the value rules and the payments' lookup indexes taken away in
-# turn (harness/bench/ablation/), least.sql beside, rounds in rotating
-# order at 32 connections (scripts/bench-ablation.sh). A diagnostic, not a
-# target: every layer is there for a query or a rule that needs it.
+# turn (harness/bench/ablation/), least.sql beside, and one redesign that
+# makes a payment's updates HOT, rounds in rotating order at 32 connections
+# (scripts/bench-ablation.sh). A diagnostic, not a target: every layer is
+# there for a query or a rule that needs it.
 # ABLATION_ROUNDS=1 ABLATION_SECONDS=2 is the quick form CI runs.
 bench-ablation:
 	scripts/with-postgres.sh scripts/bench-ablation.sh

@@ -7,7 +7,10 @@
 # payments' lookup indexes), and least.sql (harness/bench/least) beside
 # them, all at 32 connections on one server. A diagnostic, never a
 # yardstick: each layer it removes is a rule or a lookup the service keeps
-# because something needs it (each file says what).
+# because something needs it (each file says what). Beside the layers it
+# measures one redesign that keeps every lookup (redesign.sql, run with
+# redesign-fresh.sql), and it reads the share of HOT updates of the keys
+# and the payments on every schema.
 #
 # The runs rotate their order every round, so that no variant always runs
 # first or after the same neighbour; each variant's throughput is the mean
@@ -22,7 +25,7 @@
 #                         this under scripts/with-postgres.sh, which sets it
 #                         to its throwaway cluster when it is unset)
 #
-# Its databases, paymentsd_ablation_0 … _4, are dropped at exit.
+# Its databases, paymentsd_ablation_0 … _4 and _redesign, are dropped at exit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -50,18 +53,31 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for i in $(seq 0 "${#layers[@]}"); do
-  d=paymentsd_ablation_$i
+# The variants: the service's schema, then one more layer taken away each,
+# then the redesign; the script each runs, and least.sql on the first.
+variants=()
+for i in $(seq 0 "${#layers[@]}"); do variants+=("$i"); done
+variants+=(redesign)
+declare -A script
+for v in "${variants[@]}"; do
+  d=paymentsd_ablation_$v
   dbs+=("$d")
+  script[$d]=harness/bench/pgbench/fresh.sql
   PGOPTIONS='-c client_min_messages=warning' psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $d" -c "CREATE DATABASE $d"
   DATABASE_URL=$(url_of "$d") bin/paymentsd migrate >/dev/null
   args=(-q -v ON_ERROR_STOP=1 -c "INSERT INTO users (email, api_key_hash)
     SELECT 'ablation-' || g || '@example.com', sha256(('ablation-' || g)::bytea) FROM generate_series(1, 100) AS g")
-  [ "$i" = 0 ] && args+=(-f harness/bench/least/schema.sql)
-  for l in "${layers[@]:0:$i}"; do args+=(-f "$l"); done
+  if [ "$v" = redesign ]; then
+    args+=(-f harness/bench/ablation/redesign.sql)
+    script[$d]=harness/bench/ablation/redesign-fresh.sql
+  else
+    [ "$v" = 0 ] && args+=(-f harness/bench/least/schema.sql)
+    for l in "${layers[@]:0:$v}"; do args+=(-f "$l"); done
+  fi
   psql "${args[@]}" "$(url_of "$d")" >/dev/null
 done
 say "fresh.sql on ${#dbs[@]} schemas and least.sql, $rounds rounds of ${seconds}s at 32 connections"
+script[least]=harness/bench/pgbench/least.sql
 
 # The server's CPU time, in clock ticks, when it runs on this machine: the
 # postmaster's own, its exited children's (a run's backends, once pgbench
@@ -90,8 +106,8 @@ run() {
   read -r umin umax < <(psql -At -F ' ' "$(url_of "$1")" -c "SELECT min(id), max(id) FROM users")
   [ -n "$pm" ] && before=$(server_ticks)
   if ! out=$(pgbench -M prepared -n -T "$seconds" -c 32 -j 2 -D umin="$umin" -D umax="$umax" \
-    -f "harness/bench/pgbench/$2.sql" "$(url_of "$1")" 2>&1); then
-    say "pgbench failed running $2.sql on $1:"
+    -f "$2" "$(url_of "$1")" 2>&1); then
+    say "pgbench failed running $2 on $1:"
     echo "$out" >&2
     return 1
   fi
@@ -113,7 +129,7 @@ for r in $(seq 1 "$rounds"); do
   line="round $r:"
   for k in $(seq 0 $((n - 1))); do
     name=${names[$(((k + r) % n))]}
-    if [ "$name" = least ]; then res=$(run "${dbs[0]}" least); else res=$(run "$name" fresh); fi
+    if [ "$name" = least ]; then res=$(run "${dbs[0]}" "${script[least]}"); else res=$(run "$name" "${script[$name]}"); fi
     read -r tps paid used <<<"$res"
     sum[$name]=$(( ${sum[$name]:-0} + tps ))
     payments[$name]=$(( ${payments[$name]:-0} + paid ))
@@ -136,28 +152,51 @@ ratio() {
   if [ "$1" = – ] || [ "$2" = – ]; then echo "–"; return; fi
   awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f%%", 100 * a / b }'
 }
+# hot DB SCHEMA prints the share of HOT updates of the keys and of the
+# payments in DB's SCHEMA over all its runs, as "keys / payments".
+hot() {
+  psql -At "$(url_of "$1")" -c "SELECT string_agg(coalesce(round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)) || '%', '–'), ' / ' ORDER BY relname)
+    FROM pg_stat_user_tables WHERE schemaname = '$2' AND relname IN ('idempotency_keys', 'payments')"
+}
+# row WHAT DB NAME GAIN prints one table row for NAME's runs on DB.
+row() {
+  local mean=$(( sum[$3] / rounds )) schema=public
+  [ "$3" = least ] && schema=leastsql
+  echo "| $1 | $mean | ${runs[$3]} | $(ratio "$mean" "$least") | ${4:-–} | $(cpu "$3") | $(ratio "$(cpu "$3")" "$(cpu least)") | $(hot "$2" "$schema") |"
+}
+# gain A B prints A over B as a signed percentage.
+gain() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.0f%%", 100 * (a / b - 1) }'; }
 # table prints the result as Markdown.
 table() {
-  echo "Each row takes one more layer of the service's schema away (harness/bench/ablation/)."
+  local head="| schema | payments/s (mean of $rounds) | runs | share of least.sql | gain | server CPU µs a payment | against least.sql's | HOT updates, keys / payments |"
+  local rule="|---|--:|---|--:|--:|--:|--:|--:|"
+  echo "Each row takes one more layer of the service's schema away (harness/bench/ablation/); its gain"
+  echo "is over the row above."
   echo
-  echo "| schema | payments/s (mean of $rounds) | runs | share of least.sql | gain over the row above | server CPU µs a payment | against least.sql's |"
-  echo "|---|--:|---|--:|--:|--:|--:|"
-  prev=
-  for i in $(seq 0 $((${#dbs[@]} - 1))); do
+  echo "$head"
+  echo "$rule"
+  local i d what prev=
+  for i in $(seq 0 "${#layers[@]}"); do
     d=${dbs[$i]}
-    mean=$(( sum[$d] / rounds ))
     what="the service's"
     if [ "$i" -gt 0 ]; then
       what=$(basename "${layers[$((i - 1))]}" .sql)
       what="− the ${what#*-}"
       what=${what//-/ }
     fi
-    gain="–"
-    [ -n "$prev" ] && gain=$(awk -v a="$mean" -v b="$prev" 'BEGIN { printf "%+.0f%%", 100 * (a / b - 1) }')
-    echo "| $what | $mean | ${runs[$d]} | $(awk -v a="$mean" -v b="$least" 'BEGIN { printf "%.0f%%", 100 * a / b }') | $gain | $(cpu "$d") | $(ratio "$(cpu "$d")" "$(cpu least)") |"
-    prev=$mean
+    row "$what" "$d" "$d" "${prev:+$(gain $(( sum[$d] / rounds )) "$prev")}"
+    prev=$(( sum[$d] / rounds ))
   done
-  echo "| least.sql | $least | ${runs[least]} | 100% | | $(cpu least) | $(ratio "$(cpu least)" "$(cpu least)") |"
+  row least.sql "${dbs[0]}" least ""
+  echo
+  echo "The redesign (harness/bench/ablation/redesign.sql and redesign-fresh.sql) keeps every layer and"
+  echo "every lookup, and moves the indexes that keep a fresh payment's two updates from being HOT; its"
+  echo "gain is over the service's schema."
+  echo
+  echo "$head"
+  echo "$rule"
+  d=${dbs[${#layers[@]}+1]}
+  row "the service's, redesigned" "$d" "$d" "$(gain $(( sum[$d] / rounds )) $(( sum[${dbs[0]}] / rounds )))"
 }
 
 if [ "${ABLATION_WRITE:-}" != 1 ]; then
