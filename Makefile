@@ -19,6 +19,9 @@
 #                 its work taken away after another (rules, indexes), beside
 #                 least.sql, and a redesign with HOT updates: where the
 #                 design's cost goes
+#   make bench-sql-profile  fresh.sql and least.sql under perf: the
+#                 server's CPU a payment, phase by phase (CHECKs, foreign
+#                 keys, index entries, ...), on both sides
 #   make chaos    the fault run: kills, restarts, processor faults, lost history
 #   make chaos-failover  the fault run through a Postgres failover, to a
 #                 synchronous standby and then to an asynchronous one
@@ -39,7 +42,7 @@ SQLC  := $(GO) tool -modfile=tools/go.mod sqlc
 # tooling, each a module of its own (tools/ only pins sqlc).
 MODULES := . emulator harness
 
-.PHONY: build run test test-pgbouncer generate check-generated check-deps lint lint-openapi walk fuzz bench bench-fill bench-ablation bench-go chaos chaos-failover chaos-patroni clean
+.PHONY: build run test test-pgbouncer generate check-generated check-deps lint lint-openapi walk fuzz bench bench-fill bench-ablation bench-sql-profile bench-go chaos chaos-failover chaos-patroni clean
 
 # The commit goes in by -ldflags too: Go's own VCS stamping is off wherever
 # GOFLAGS carries -buildvcs=false, as on some CI machines. scripts/build.sh
@@ -147,6 +150,14 @@ bench-fill: build
 # ABLATION_ROUNDS=1 ABLATION_SECONDS=2 is the quick form CI runs.
 bench-ablation:
 	scripts/with-postgres.sh scripts/bench-ablation.sh
+
+# Issue 29: where the server's CPU goes on each side, phase by phase of the
+# executor, from perf's samples of the Postgres processes while pgbench runs
+# fresh.sql and least.sql (scripts/bench-sql-profile.sh). A diagnostic, not
+# a target. SQLPROFILE_ROUNDS=1 SQLPROFILE_SECONDS=2 is the quick form CI
+# runs.
+bench-sql-profile:
+	scripts/with-postgres.sh scripts/bench-sql-profile.sh
 
 # Go micro-benchmarks: compare runs with benchstat.
 BENCHTIME ?= 1s

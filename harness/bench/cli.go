@@ -25,6 +25,9 @@ const usage = `usage:
   paymentsd-bench run-filled -json F [flags]      measure the filled point (the services started
                                                   again); add it to the results and the report
   paymentsd-bench report -json F -md F -svg F     render the report again from saved results
+  paymentsd-bench sql-profile [-hz 499] -a SIDE -b SIDE SIDE=FILE:PAYMENTS ...
+                                                  fold perf script output of profiled pgbench
+                                                  runs into the server's CPU a payment by phase
 `
 
 var errUsage = errors.New("usage")
@@ -85,6 +88,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return WaitReady(ctx, *url, *timeout)
 	case "run":
 		return runCmd(ctx, fs, args[1:], stdout, stderr)
+	case "sql-profile":
+		return sqlProfileCmd(fs, args[1:], stdout)
 	case "report":
 		jsonPath, md, svg := fs.String("json", "", "saved results"), fs.String("md", "BENCHMARKS.md", "report"), fs.String("svg", "docs/bench.svg", "plot")
 		if fs.Parse(args[1:]) != nil || *jsonPath == "" {
@@ -322,4 +327,30 @@ func processesFlag(fs *flag.FlagSet, p *Processes) {
 		*p, err = ParseProcesses(s)
 		return err
 	})
+}
+
+func sqlProfileCmd(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	hz := fs.Float64("hz", 499, "perf record's sampling frequency")
+	a, b := fs.String("a", "fresh.sql", "the side measured"), fs.String("b", "least.sql", "the side it is read against")
+	if fs.Parse(args) != nil || fs.NArg() == 0 || *hz <= 0 {
+		return errUsage
+	}
+	var runs []SQLProfileRun
+	for _, arg := range fs.Args() {
+		run, err := ParseSQLProfileRun(arg)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, run)
+	}
+	profiles, err := LoadSQLProfiles(runs)
+	if err != nil {
+		return err
+	}
+	pa, pb := profiles[*a], profiles[*b]
+	if pa == nil || pb == nil || pa.Total == 0 || pb.Total == 0 {
+		return fmt.Errorf("sql-profile: no postgres samples for %s or %s", *a, *b)
+	}
+	WriteSQLProfileTable(stdout, *a, *b, pa, pb, *hz)
+	return nil
 }

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# What a fresh payment's SQL costs the server's CPU, phase by phase:
+# pgbench runs fresh.sql (the service's two transactions, on its schema)
+# and least.sql (harness/bench/least) in turn at 32 connections, each run
+# under `perf record -a -g`, and paymentsd-bench sql-profile folds the
+# Postgres processes' call stacks into the executor's phases (CHECKs,
+# foreign keys, index entries, ...) and divides them by the payments each
+# side made (harness/bench/sqlprofile.go). Where the ablation
+# (scripts/bench-ablation.sh) reads throughput, which drifts by a fifth on
+# two shared cores, this reads where the CPU went, which does not. A
+# diagnostic, never a yardstick.
+#
+#   SQLPROFILE_ROUNDS=3    rounds (each profiles both sides, in turn)
+#   SQLPROFILE_SECONDS=12  seconds a pgbench run
+#   SQLPROFILE_WRITE=1     also write the table, with the date, commit and
+#                          command, to docs/bench-sql-profile.md (the
+#                          committed copy; do not edit it by hand)
+#   DATABASE_URL           the server, on this machine (make
+#                          bench-sql-profile runs this under
+#                          scripts/with-postgres.sh, which sets it to its
+#                          throwaway cluster when it is unset)
+#
+# It needs perf, allowed to sample every CPU (root, or
+# kernel.perf_event_paranoid <= 0). Its database, paymentsd_sqlprofile,
+# and its profiles under .tmp/sqlprofile are removed at exit.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+: "${DATABASE_URL:?set DATABASE_URL, or run make bench-sql-profile}"
+
+rounds=${SQLPROFILE_ROUNDS:-3}
+seconds=${SQLPROFILE_SECONDS:-12}
+hz=499
+say() { echo "bench-sql-profile: $*" >&2; }
+
+need() {
+  command -v "$1" >/dev/null 2>&1 && return
+  say "installing Debian's $2 for $1"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq "$2" >&2
+}
+need pgbench postgresql-client
+need perf linux-perf
+if ! perf record -q -a -o /dev/null -- true >/dev/null 2>&1; then
+  say "perf cannot sample every CPU here: run it as root, or set kernel.perf_event_paranoid to 0 or less"
+  exit 1
+fi
+go build -o bin/paymentsd ./cmd/paymentsd
+go -C harness build -o "$root/bin/paymentsd-bench" ./cmd/paymentsd-bench
+
+db=paymentsd_sqlprofile
+url=$(sed -E "s#^([a-z]+://[^/]*/)[^?]*#\1$db#" <<<"$DATABASE_URL")
+dir=.tmp/sqlprofile
+cleanup() {
+  psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+rm -rf "$dir" && mkdir -p "$dir"
+PGOPTIONS='-c client_min_messages=warning' psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+DATABASE_URL=$url bin/paymentsd migrate >/dev/null
+psql -q -v ON_ERROR_STOP=1 "$url" -f harness/bench/least/schema.sql -c "INSERT INTO users (email, api_key_hash)
+  SELECT 'sqlprofile-' || g || '@example.com', sha256(('sqlprofile-' || g)::bytea) FROM generate_series(1, 100) AS g" >/dev/null
+read -r umin umax < <(psql -At -F ' ' "$url" -c "SELECT min(id), max(id) FROM users")
+say "fresh.sql and least.sql, $rounds rounds of ${seconds}s at 32 connections, sampled at $hz Hz"
+
+runs=()
+for r in $(seq 1 "$rounds"); do
+  sides=(fresh least)
+  [ $((r % 2)) = 0 ] && sides=(least fresh)
+  line="round $r:"
+  for side in "${sides[@]}"; do
+    out=$dir/$side-$r
+    if ! perf record -q -F "$hz" -a -g -o "$out.data" -- pgbench -M prepared -n -T "$seconds" -c 32 -j 2 \
+      -D umin="$umin" -D umax="$umax" -f "harness/bench/pgbench/$side.sql" "$url" >"$out.log" 2>&1; then
+      say "pgbench or perf failed on $side.sql:"
+      cat "$out.log" >&2
+      exit 1
+    fi
+    n=$(awk '/actually processed/ { print $NF }' "$out.log")
+    perf script -i "$out.data" -F comm,ip,sym >"$out.txt" 2>/dev/null
+    rm -f "$out.data"
+    runs+=("$side.sql=$out.txt:$n")
+    line="$line $side.sql $(awk '/^tps/ { printf "%.0f/s", $3 }' "$out.log")"
+  done
+  say "$line"
+done
+table=$(bin/paymentsd-bench sql-profile -hz "$hz" -a fresh.sql -b least.sql "${runs[@]}")
+
+if [ "${SQLPROFILE_WRITE:-}" != 1 ]; then
+  echo "$table"
+  exit 0
+fi
+{
+  echo "# Where a fresh payment's SQL spends the server's CPU, against the least SQL"
+  echo
+  echo "Written by \`SQLPROFILE_WRITE=1 make bench-sql-profile\` (scripts/bench-sql-profile.sh); do not edit by"
+  echo "hand. A diagnostic, not a yardstick: the Postgres processes' CPU a payment, from their call"
+  echo "stacks sampled by perf while pgbench ran each script, folded into the executor's phases"
+  echo "(harness/bench/sqlprofile.go: a sample is in the first phase one of whose functions is on its"
+  echo "stack). The phases are sorted by how much more fresh.sql spends in them."
+  echo
+  echo "- **Date:** $(date -u '+%Y-%m-%d %H:%M') (UTC)"
+  echo "- **Code:** commit $(git rev-parse HEAD)"
+  echo "- **Runs:** pgbench \`-M prepared -n -T $seconds -c 32 -j 2\`, $rounds rounds, each profiling fresh.sql"
+  echo "  and least.sql in turn under \`perf record -F $hz -a -g\`, on one server"
+  echo
+  echo "$table"
+} | tee docs/bench-sql-profile.md
