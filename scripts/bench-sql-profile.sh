@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What a fresh payment's SQL costs the server's CPU, phase by phase:
 # pgbench runs fresh.sql (the service's two transactions, on its schema)
-# and least.sql (harness/bench/least) in turn at 32 connections, each run
-# under `perf record -a -g`, and paymentsd-bench sql-profile folds the
+# and least.sql (harness/bench/least) in turn at 32 connections, and the
+# ablation's redesign (harness/bench/ablation/redesign.sql, run with
+# redesign-fresh.sql) beside them, each run under `perf record -a -g`;
+# paymentsd-bench sql-profile folds the
 # Postgres processes' call stacks into the executor's phases (CHECKs,
 # foreign keys, index entries, ...) and divides them by the payments each
 # side made (harness/bench/sqlprofile.go). Where the ablation
@@ -10,7 +12,7 @@
 # two shared cores, this reads where the CPU went, which does not. A
 # diagnostic, never a yardstick.
 #
-#   SQLPROFILE_ROUNDS=3    rounds (each profiles both sides, in turn)
+#   SQLPROFILE_ROUNDS=3    rounds (each profiles the three, in rotating order)
 #   SQLPROFILE_SECONDS=12  seconds a pgbench run
 #   SQLPROFILE_WRITE=1     also write the table, with the date, commit and
 #                          command, to docs/bench-sql-profile.md (the
@@ -21,8 +23,9 @@
 #                          throwaway cluster when it is unset)
 #
 # It needs perf, allowed to sample every CPU (root, or
-# kernel.perf_event_paranoid <= 0). Its database, paymentsd_sqlprofile,
-# and its profiles under .tmp/sqlprofile are removed at exit.
+# kernel.perf_event_paranoid <= 0). Its databases, paymentsd_sqlprofile
+# and paymentsd_sqlprofile_redesign, and its profiles under .tmp/sqlprofile
+# are removed at exit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -49,47 +52,60 @@ fi
 go build -o bin/paymentsd ./cmd/paymentsd
 go -C harness build -o "$root/bin/paymentsd-bench" ./cmd/paymentsd-bench
 
-db=paymentsd_sqlprofile
-url=$(sed -E "s#^([a-z]+://[^/]*/)[^?]*#\1$db#" <<<"$DATABASE_URL")
+# url_of DB is DATABASE_URL with its database replaced.
+url_of() { sed -E "s#^([a-z]+://[^/]*/)[^?]*#\1$1#" <<<"$DATABASE_URL"; }
 dir=.tmp/sqlprofile
+dbs=(paymentsd_sqlprofile paymentsd_sqlprofile_redesign)
 cleanup() {
-  psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+  local d
+  for d in "${dbs[@]}"; do psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $d" >/dev/null 2>&1 || true; done
   rm -rf "$dir"
 }
 trap cleanup EXIT
 rm -rf "$dir" && mkdir -p "$dir"
-PGOPTIONS='-c client_min_messages=warning' psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-DATABASE_URL=$url bin/paymentsd migrate >/dev/null
-psql -q -v ON_ERROR_STOP=1 "$url" -f harness/bench/least/schema.sql -c "INSERT INTO users (email, api_key_hash)
-  SELECT 'sqlprofile-' || g || '@example.com', sha256(('sqlprofile-' || g)::bytea) FROM generate_series(1, 100) AS g" >/dev/null
-read -r umin umax < <(psql -At -F ' ' "$url" -c "SELECT min(id), max(id) FROM users")
-say "fresh.sql and least.sql, $rounds rounds of ${seconds}s at 32 connections, sampled at $hz Hz"
+# The service's schema with the least schema beside it, and the redesign.
+extra=(harness/bench/least/schema.sql harness/bench/ablation/redesign.sql)
+for i in 0 1; do
+  PGOPTIONS='-c client_min_messages=warning' psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS ${dbs[$i]}" -c "CREATE DATABASE ${dbs[$i]}"
+  DATABASE_URL=$(url_of "${dbs[$i]}") bin/paymentsd migrate >/dev/null
+  psql -q -v ON_ERROR_STOP=1 "$(url_of "${dbs[$i]}")" -f "${extra[$i]}" -c "INSERT INTO users (email, api_key_hash)
+    SELECT 'sqlprofile-' || g || '@example.com', sha256(('sqlprofile-' || g)::bytea) FROM generate_series(1, 100) AS g" >/dev/null
+done
+declare -A db script
+db[fresh.sql]=${dbs[0]}; script[fresh.sql]=harness/bench/pgbench/fresh.sql
+db[least.sql]=${dbs[0]}; script[least.sql]=harness/bench/pgbench/least.sql
+db[redesign]=${dbs[1]}; script[redesign]=harness/bench/ablation/redesign-fresh.sql
+say "fresh.sql, least.sql and the redesign, $rounds rounds of ${seconds}s at 32 connections, sampled at $hz Hz"
 
 runs=()
+sides=(fresh.sql least.sql redesign)
 for r in $(seq 1 "$rounds"); do
-  sides=(fresh least)
-  [ $((r % 2)) = 0 ] && sides=(least fresh)
   line="round $r:"
-  for side in "${sides[@]}"; do
+  for k in 0 1 2; do
+    side=${sides[$(((k + r) % 3))]}
     out=$dir/$side-$r
+    read -r umin umax < <(psql -At -F ' ' "$(url_of "${db[$side]}")" -c "SELECT min(id), max(id) FROM users")
     if ! perf record -q -F "$hz" -a -g -o "$out.data" -- pgbench -M prepared -n -T "$seconds" -c 32 -j 2 \
-      -D umin="$umin" -D umax="$umax" -f "harness/bench/pgbench/$side.sql" "$url" >"$out.log" 2>&1; then
-      say "pgbench or perf failed on $side.sql:"
+      -D umin="$umin" -D umax="$umax" -f "${script[$side]}" "$(url_of "${db[$side]}")" >"$out.log" 2>&1; then
+      say "pgbench or perf failed on $side:"
       cat "$out.log" >&2
       exit 1
     fi
     n=$(awk '/actually processed/ { print $NF }' "$out.log")
     perf script -i "$out.data" -F comm,ip,sym >"$out.txt" 2>/dev/null
     rm -f "$out.data"
-    runs+=("$side.sql=$out.txt:$n")
-    line="$line $side.sql $(awk '/^tps/ { printf "%.0f/s", $3 }' "$out.log")"
+    runs+=("$side=$out.txt:$n")
+    line="$line $side $(awk '/^tps/ { printf "%.0f/s", $3 }' "$out.log")"
   done
   say "$line"
 done
 table=$(bin/paymentsd-bench sql-profile -hz "$hz" -a fresh.sql -b least.sql "${runs[@]}")
+redesign=$(bin/paymentsd-bench sql-profile -hz "$hz" -a redesign -b fresh.sql "${runs[@]}")
 
 if [ "${SQLPROFILE_WRITE:-}" != 1 ]; then
   echo "$table"
+  echo
+  echo "$redesign"
   exit 0
 fi
 {
@@ -104,7 +120,16 @@ fi
   echo "- **Date:** $(date -u '+%Y-%m-%d %H:%M') (UTC)"
   echo "- **Code:** commit $(git rev-parse HEAD)"
   echo "- **Runs:** pgbench \`-M prepared -n -T $seconds -c 32 -j 2\`, $rounds rounds, each profiling fresh.sql"
-  echo "  and least.sql in turn under \`perf record -F $hz -a -g\`, on one server"
+  echo "  and least.sql, and fresh.sql on the ablation's redesign, in rotating order under"
+  echo "  \`perf record -F $hz -a -g\`, on one server"
   echo
   echo "$table"
+  echo
+  echo "## The redesign against the service's schema"
+  echo
+  echo "The ablation's redesign (harness/bench/ablation/redesign.sql, run with redesign-fresh.sql) keeps"
+  echo "every rule and lookup and makes both of a payment's updates HOT. Its difference is what it would"
+  echo "save (negative) or cost."
+  echo
+  echo "$redesign"
 } | tee docs/bench-sql-profile.md

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -193,8 +194,13 @@ func WriteSQLProfileTable(w io.Writer, a, b string, pa, pb *SQLProfile, hz float
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|---|")
 	for _, ph := range phases {
 		d := diff(ph)
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %+.0f | %.0f%% | %s |\n", ph.Name,
-			pa.MicrosPerPayment(ph.Name, hz), pb.MicrosPerPayment(ph.Name, hz), d, 100*d/total, ph.What)
+		// A share of a difference within a tenth of b's CPU says nothing.
+		share := "–"
+		if math.Abs(total) >= pb.MicrosPerPayment("", hz)/10 {
+			share = fmt.Sprintf("%.0f%%", 100*d/total)
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %+.0f | %s | %s |\n", ph.Name,
+			pa.MicrosPerPayment(ph.Name, hz), pb.MicrosPerPayment(ph.Name, hz), d, share, ph.What)
 	}
 	fmt.Fprintf(w, "| **all** | **%.0f** | **%.0f** | **%+.0f** | | %d and %d samples, %d and %d payments |\n",
 		pa.MicrosPerPayment("", hz), pb.MicrosPerPayment("", hz), total, pa.Total, pb.Total, pa.Payments, pb.Payments)

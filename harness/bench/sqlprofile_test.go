@@ -70,6 +70,14 @@ func TestSQLProfileTableSortsByDifference(t *testing.T) {
 	if !strings.Contains(buf.String(), "| **all** | **40** | **30** | **+10** |") {
 		t.Errorf("no total row of 40 against 30 in\n%s", buf.String())
 	}
+
+	// A difference within a tenth of b's CPU has no shares.
+	a.Samples["CHECK constraints"], a.Total = 2, 32
+	buf.Reset()
+	WriteSQLProfileTable(&buf, "a", "b", a, b, 1e6)
+	if !strings.Contains(buf.String(), "| CHECK constraints | 2 | 0 | +2 | – |") {
+		t.Errorf("a share of a 2 µs difference over 30 µs in\n%s", buf.String())
+	}
 }
 
 func TestParseSQLProfileRun(t *testing.T) {
