@@ -27,6 +27,9 @@ import (
 
 // SQLPhase is one part of a backend's work, named by the Postgres
 // functions whose presence on a sample's stack puts the sample in it.
+// They are functions the postgres binary exports: perf names a static one
+// by its address alone (Debian's binary has no symbols beside its dynamic
+// ones), so a phase names an exported function on the stack above it.
 type SQLPhase struct {
 	Name  string
 	Funcs []string
@@ -40,8 +43,8 @@ type SQLPhase struct {
 var SQLPhases = []SQLPhase{
 	{"CHECK constraints", []string{"ExecConstraints"},
 		"the table's CHECKs and NOT NULLs; Postgres reads each CHECK back from its stored tree and plans it for every statement that writes the table (ExecRelCheck)"},
-	{"foreign-key checks", []string{"AfterTriggerEndQuery"},
-		"the referential-integrity triggers, each a query that locks the referenced row"},
+	{"foreign-key checks", []string{"AfterTriggerEndQuery", "AfterTriggerFireDeferred", "RI_FKey_check_ins", "RI_FKey_check_upd"},
+		"the referential-integrity triggers, each a query that locks the referenced row, at the statement's end or, deferred, at commit"},
 	{"index entries", []string{"ExecInsertIndexTuples"},
 		"writing the new row's index entries, with each partial index's predicate planned and tested for every statement"},
 	{"opening indexes", []string{"ExecOpenIndices", "ExecCloseIndices"},
@@ -52,14 +55,19 @@ var SQLPhases = []SQLPhase{
 		"scans, the rows' heap writes, expressions (the domains' rules among them), RETURNING, the CTEs"},
 	{"commit", []string{"CommitTransactionCommand", "StartTransactionCommand"},
 		"beginning and committing, the WAL flush included"},
-	{"parse, bind, plan", []string{"exec_bind_message", "exec_parse_message", "GetCachedPlan"},
-		"binding the prepared statement's parameters and taking its cached plan"},
-	{"client I/O", []string{"pq_getbyte", "pq_getmessage", "internal_flush", "socket_flush", "secure_write", "secure_read"},
+	{"cached plan", []string{"GetCachedPlan"},
+		"taking the prepared statement's cached plan, and planning it when it must"},
+	{"client I/O", []string{"pq_getbyte", "pq_getmessage", "secure_write", "secure_read"},
 		"reading the statements and sending the answers"},
 	{"rest of the backend", []string{"PostgresMain"},
-		"everything else a backend does between statements (its start included)"},
-	{"other processes", nil,
-		"Postgres's own processes (the WAL writer, the checkpointer, autovacuum) and the kernel's work on their behalf"},
+		"everything else a backend does: reading and binding each message, its start, between statements"},
+	{"WAL writer", []string{"WalWriterMain"}, "flushing the WAL in the background"},
+	{"checkpointer and background writer", []string{"CheckpointerMain", "BackgroundWriterMain"},
+		"writing dirty pages out"},
+	{"autovacuum", []string{"StartAutoVacWorker", "StartAutoVacLauncher"},
+		"vacuuming and analysing the tables the runs grow"},
+	{"postmaster", []string{"PostmasterMain"}, "starting each connection's backend"},
+	{"other", nil, "samples of a postgres process with none of these on the stack: the kernel's work alone, or a stack perf could not walk"},
 }
 
 // SQLProfileRun is one profiled pgbench run: `perf script -F comm,sym`
@@ -89,7 +97,13 @@ type SQLProfile struct {
 	Samples  map[string]int64
 	Total    int64
 	Payments int64
+	// Runs are each run's samples and payments, in the order they were
+	// folded: run i of each side is round i.
+	Runs []SQLProfileCount
 }
+
+// SQLProfileCount is one run's samples, all phases, and its payments.
+type SQLProfileCount struct{ Samples, Payments int64 }
 
 // FoldPerfScript adds the postgres samples of perf script's output (a
 // header line "comm ..." then one frame a line, leaf first, samples
@@ -171,12 +185,14 @@ func LoadSQLProfiles(runs []SQLProfileRun) (map[string]*SQLProfile, error) {
 		if err != nil {
 			return nil, err
 		}
+		before := p.Total
 		err = p.FoldPerfScript(f)
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", run.Path, err)
 		}
 		p.Payments += run.Payments
+		p.Runs = append(p.Runs, SQLProfileCount{Samples: p.Total - before, Payments: run.Payments})
 	}
 	return out, nil
 }
@@ -204,4 +220,38 @@ func WriteSQLProfileTable(w io.Writer, a, b string, pa, pb *SQLProfile, hz float
 	}
 	fmt.Fprintf(w, "| **all** | **%.0f** | **%.0f** | **%+.0f** | | %d and %d samples, %d and %d payments |\n",
 		pa.MicrosPerPayment("", hz), pb.MicrosPerPayment("", hz), total, pa.Total, pb.Total, pa.Payments, pb.Payments)
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Round by round, µs a payment: %s %s; %s %s.", a, roundsText(pa.Runs, hz), b, roundsText(pb.Runs, hz))
+	if lo, hi, ok := pairedDifference(pa.Runs, pb.Runs, hz); ok {
+		fmt.Fprintf(w, " The difference, round by round as pairs: 95%% interval %+.0f to %+.0f µs.", lo, hi)
+	}
+	fmt.Fprintln(w)
+}
+
+func runMicros(c SQLProfileCount, hz float64) float64 {
+	return 1e6 * float64(c.Samples) / hz / float64(c.Payments)
+}
+
+func roundsText(runs []SQLProfileCount, hz float64) string {
+	parts := make([]string, len(runs))
+	for i, c := range runs {
+		parts[i] = fmt.Sprintf("%.0f", runMicros(c, hz))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// pairedDifference is the 95% interval of the mean of a's µs a payment less
+// b's, run i of each side from round i; ok is false with fewer than two
+// rounds a side or unequal rounds.
+func pairedDifference(a, b []SQLProfileCount, hz float64) (lo, hi float64, ok bool) {
+	if len(a) < 2 || len(a) != len(b) {
+		return 0, 0, false
+	}
+	d := make([]float64, len(a))
+	for i := range a {
+		d[i] = runMicros(a[i], hz) - runMicros(b[i], hz)
+	}
+	mean, sd := meanSD(d)
+	half := tQuantile(len(d)-1) * sd / math.Sqrt(float64(len(d)))
+	return mean - half, mean + half, true
 }
