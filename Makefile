@@ -146,7 +146,8 @@ bench-fill: build
 # turn (harness/bench/ablation/), least.sql beside, and one redesign that
 # makes a payment's updates HOT, rounds in rotating order at 32 connections
 # (scripts/bench-ablation.sh). A diagnostic, not a target: every layer is
-# there for a query or a rule that needs it.
+# there for a query or a rule that needs it. BEFORE=REV adds commit REV's
+# fresh.sql on its own schema: before and after.
 # ABLATION_ROUNDS=1 ABLATION_SECONDS=2 is the quick form CI runs.
 bench-ablation:
 	scripts/with-postgres.sh scripts/bench-ablation.sh

@@ -9,8 +9,10 @@
 # yardstick: each layer it removes is a rule or a lookup the service keeps
 # because something needs it (each file says what). Beside the layers it
 # measures one redesign that keeps every lookup (redesign.sql, run with
-# redesign-fresh.sql), and it reads the share of HOT updates of the keys
-# and the payments on every schema.
+# redesign-fresh.sql), and it reads the WAL a payment and the share of HOT
+# updates of the keys and the payments on every schema. With BEFORE set,
+# it also runs an earlier commit's fresh.sql on that commit's schema:
+# issue 29's before and after.
 #
 # The runs rotate their order every round, so that no variant always runs
 # first or after the same neighbour; each variant's throughput is the mean
@@ -21,11 +23,14 @@
 #   ABLATION_WRITE=1      also write the table, with the date, commit and
 #                         command, to docs/bench-ablation.md (the committed
 #                         copy; do not edit it by hand)
+#   BEFORE=REV            also measure commit REV (built in a worktree
+#                         under .tmp, removed at exit) beside this one
 #   DATABASE_URL          the server, as a URL (make bench-ablation runs
 #                         this under scripts/with-postgres.sh, which sets it
 #                         to its throwaway cluster when it is unset)
 #
-# Its databases, paymentsd_ablation_0 … _4 and _redesign, are dropped at exit.
+# Its databases, paymentsd_ablation_0 … _4, _redesign and _before, are
+# dropped at exit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -47,27 +52,45 @@ layers=(harness/bench/ablation/[0-9]-*.sql)
 dbs=()
 # url_of DB is DATABASE_URL with its database replaced.
 url_of() { sed -E "s#^([a-z]+://[^/]*/)[^?]*#\1$1#" <<<"$DATABASE_URL"; }
+before_tree=.tmp/ablation-before
 cleanup() {
   local d
   for d in "${dbs[@]}"; do psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $d" >/dev/null 2>&1 || true; done
+  [ -z "${BEFORE:-}" ] || git worktree remove --force "$before_tree" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
+if [ -n "${BEFORE:-}" ]; then
+  before_rev=$(git rev-parse --short "$BEFORE^{commit}")
+  say "building $before_rev in $before_tree"
+  git worktree remove --force "$before_tree" >/dev/null 2>&1 || true
+  git worktree add -q --detach "$before_tree" "$before_rev"
+  go -C "$before_tree" build -o bin/paymentsd ./cmd/paymentsd
+  [ -f "$before_tree/harness/bench/pgbench/fresh.sql" ] || { say "$before_rev has no harness/bench/pgbench/fresh.sql"; exit 1; }
+fi
 
 # The variants: the service's schema, then one more layer taken away each,
 # then the redesign; the script each runs, and least.sql on the first.
 variants=()
 for i in $(seq 0 "${#layers[@]}"); do variants+=("$i"); done
 variants+=(redesign)
+[ -n "${BEFORE:-}" ] && variants+=(before)
 declare -A script
 for v in "${variants[@]}"; do
   d=paymentsd_ablation_$v
   dbs+=("$d")
   script[$d]=harness/bench/pgbench/fresh.sql
   PGOPTIONS='-c client_min_messages=warning' psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $d" -c "CREATE DATABASE $d"
-  DATABASE_URL=$(url_of "$d") bin/paymentsd migrate >/dev/null
+  migrate=bin/paymentsd
+  if [ "$v" = before ]; then
+    migrate=$before_tree/bin/paymentsd
+    script[$d]=$before_tree/harness/bench/pgbench/fresh.sql
+  fi
+  DATABASE_URL=$(url_of "$d") "$migrate" migrate >/dev/null
   args=(-q -v ON_ERROR_STOP=1 -c "INSERT INTO users (email, api_key_hash)
     SELECT 'ablation-' || g || '@example.com', sha256(('ablation-' || g)::bytea) FROM generate_series(1, 100) AS g")
-  if [ "$v" = redesign ]; then
+  if [ "$v" = before ]; then
+    :
+  elif [ "$v" = redesign ]; then
     args+=(-f harness/bench/ablation/redesign.sql)
     script[$d]=harness/bench/ablation/redesign-fresh.sql
   else
@@ -99,11 +122,13 @@ server_ticks() {
   echo "$t"
 }
 
-# run DB SCRIPT prints pgbench's payments/s, the payments, and the server's
-# CPU ticks over the run (0 when it is elsewhere).
+# run DB SCRIPT prints pgbench's payments/s, the payments, the server's
+# CPU ticks over the run (0 when it is elsewhere) and the WAL it wrote, in
+# bytes (the whole server's: the runs take turns).
 run() {
-  local umin umax out before=0 after=0
+  local umin umax out before=0 after=0 lsn wal
   read -r umin umax < <(psql -At -F ' ' "$(url_of "$1")" -c "SELECT min(id), max(id) FROM users")
+  lsn=$(psql -At "$DATABASE_URL" -c "SELECT pg_current_wal_lsn()")
   [ -n "$pm" ] && before=$(server_ticks)
   if ! out=$(pgbench -M prepared -n -T "$seconds" -c 32 -j 2 -D umin="$umin" -D umax="$umax" \
     -f "$2" "$(url_of "$1")" 2>&1); then
@@ -118,19 +143,21 @@ run() {
     for i in $(seq 50); do [ "$(pgrep -P "$pm" | wc -l)" -gt "$children" ] || break; sleep 0.1; done
     after=$(server_ticks)
   fi
-  awk -v ticks=$((after - before)) '/^tps/ { tps = $3 } /actually processed/ { n = $NF }
-    END { printf "%.0f %d %d\n", tps, n, ticks }' <<<"$out"
+  wal=$(psql -At "$DATABASE_URL" -c "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$lsn')")
+  awk -v ticks=$((after - before)) -v wal="$wal" '/^tps/ { tps = $3 } /actually processed/ { n = $NF }
+    END { printf "%.0f %d %d %.0f\n", tps, n, ticks, wal }' <<<"$out"
 }
 [ -n "$pm" ] && children=$(pgrep -P "$pm" | wc -l)
 names=("${dbs[@]}" least)
-declare -A sum runs payments ticks
+declare -A sum runs payments ticks walbytes
 n=${#names[@]}
 for r in $(seq 1 "$rounds"); do
   line="round $r:"
   for k in $(seq 0 $((n - 1))); do
     name=${names[$(((k + r) % n))]}
     if [ "$name" = least ]; then res=$(run "${dbs[0]}" "${script[least]}"); else res=$(run "$name" "${script[$name]}"); fi
-    read -r tps paid used <<<"$res"
+    read -r tps paid used wal <<<"$res"
+    walbytes[$name]=$(( ${walbytes[$name]:-0} + wal ))
     sum[$name]=$(( ${sum[$name]:-0} + tps ))
     payments[$name]=$(( ${payments[$name]:-0} + paid ))
     ticks[$name]=$(( ${ticks[$name]:-0} + used ))
@@ -162,14 +189,16 @@ hot() {
 row() {
   local mean=$(( sum[$3] / rounds )) schema=public
   [ "$3" = least ] && schema=leastsql
-  echo "| $1 | $mean | ${runs[$3]} | $(ratio "$mean" "$least") | ${4:-–} | $(cpu "$3") | $(ratio "$(cpu "$3")" "$(cpu least)") | $(hot "$2" "$schema") |"
+  echo "| $1 | $mean | ${runs[$3]} | $(ratio "$mean" "$least") | ${4:-–} | $(cpu "$3") | $(ratio "$(cpu "$3")" "$(cpu least)") | $(walkib "$3") | $(hot "$2" "$schema") |"
 }
+# walkib NAME prints the WAL a payment of NAME's runs, in KiB.
+walkib() { awk -v b="${walbytes[$1]}" -v n="${payments[$1]}" 'BEGIN { printf "%.2f KiB", b / n / 1024 }'; }
 # gain A B prints A over B as a signed percentage.
 gain() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.0f%%", 100 * (a / b - 1) }'; }
 # table prints the result as Markdown.
 table() {
-  local head="| schema | payments/s (mean of $rounds) | runs | share of least.sql | gain | server CPU µs a payment | against least.sql's | HOT updates, keys / payments |"
-  local rule="|---|--:|---|--:|--:|--:|--:|--:|"
+  local head="| schema | payments/s (mean of $rounds) | runs | share of least.sql | gain | server CPU µs a payment | against least.sql's | WAL a payment | HOT updates, keys / payments |"
+  local rule="|---|--:|---|--:|--:|--:|--:|--:|--:|"
   echo "Each row takes one more layer of the service's schema away (harness/bench/ablation/); its gain"
   echo "is over the row above."
   echo
@@ -197,6 +226,16 @@ table() {
   echo "$rule"
   d=${dbs[${#layers[@]}+1]}
   row "the service's, redesigned" "$d" "$d" "$(gain $(( sum[$d] / rounds )) $(( sum[${dbs[0]}] / rounds )))"
+  [ -n "${BEFORE:-}" ] || return 0
+  echo
+  echo "Before and after: commit $before_rev's fresh.sql on its own schema (migrated by its own"
+  echo "binary), beside this commit's; the gain is this commit's over it."
+  echo
+  echo "$head"
+  echo "$rule"
+  d=paymentsd_ablation_before
+  row "commit $before_rev's" "$d" "$d" ""
+  row "this commit's" "${dbs[0]}" "${dbs[0]}" "$(gain $(( sum[${dbs[0]}] / rounds )) $(( sum[$d] / rounds )))"
 }
 
 if [ "${ABLATION_WRITE:-}" != 1 ]; then
