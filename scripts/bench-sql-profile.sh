@@ -115,7 +115,8 @@ fi
   echo "hand. A diagnostic, not a yardstick: the Postgres processes' CPU a payment, from their call"
   echo "stacks sampled by perf while pgbench ran each script, folded into the executor's phases"
   echo "(harness/bench/sqlprofile.go: a sample is in the first phase one of whose functions is on its"
-  echo "stack). The phases are sorted by how much more fresh.sql spends in them."
+  echo "stack). Every process named postgres on the machine is sampled: run it where no other cluster"
+  echo "is busy. The phases are sorted by how much more fresh.sql spends in them."
   echo
   echo "- **Date:** $(date -u '+%Y-%m-%d %H:%M') (UTC)"
   echo "- **Code:** commit $(git rev-parse HEAD)"
