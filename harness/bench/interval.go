@@ -32,9 +32,16 @@ func pairedInterval(a, b []float64) (shares []float64, lo, hi float64, ok bool) 
 		}
 		shares = append(shares, a[i]/b[i])
 	}
-	mean, sd := meanSD(shares)
-	half := tQuantile(len(shares)-1) * sd / math.Sqrt(float64(len(shares)))
-	return shares, mean - half, mean + half, true
+	lo, hi = meanInterval(shares)
+	return shares, lo, hi, true
+}
+
+// meanInterval is the 95% interval of the mean of xs (two or more), by
+// Student's t.
+func meanInterval(xs []float64) (lo, hi float64) {
+	mean, sd := meanSD(xs)
+	half := tQuantile(len(xs)-1) * sd / math.Sqrt(float64(len(xs)))
+	return mean - half, mean + half
 }
 
 // independentInterval is the 95% interval of mean(a)/mean(b) with the runs

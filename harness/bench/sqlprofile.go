@@ -169,7 +169,13 @@ func (p *SQLProfile) MicrosPerPayment(phase string, hz float64) float64 {
 	if phase != "" {
 		n = p.Samples[phase]
 	}
-	return 1e6 * float64(n) / hz / float64(p.Payments)
+	return micros(n, p.Payments, hz)
+}
+
+// micros is the CPU µs a payment that samples stand for, at hz samples a
+// second on each CPU.
+func micros(samples, payments int64, hz float64) float64 {
+	return 1e6 * float64(samples) / hz / float64(payments)
 }
 
 // LoadSQLProfiles folds every run's file into its side's profile.
@@ -228,14 +234,10 @@ func WriteSQLProfileTable(w io.Writer, a, b string, pa, pb *SQLProfile, hz float
 	fmt.Fprintln(w)
 }
 
-func runMicros(c SQLProfileCount, hz float64) float64 {
-	return 1e6 * float64(c.Samples) / hz / float64(c.Payments)
-}
-
 func roundsText(runs []SQLProfileCount, hz float64) string {
 	parts := make([]string, len(runs))
 	for i, c := range runs {
-		parts[i] = fmt.Sprintf("%.0f", runMicros(c, hz))
+		parts[i] = fmt.Sprintf("%.0f", micros(c.Samples, c.Payments, hz))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -249,9 +251,8 @@ func pairedDifference(a, b []SQLProfileCount, hz float64) (lo, hi float64, ok bo
 	}
 	d := make([]float64, len(a))
 	for i := range a {
-		d[i] = runMicros(a[i], hz) - runMicros(b[i], hz)
+		d[i] = micros(a[i].Samples, a[i].Payments, hz) - micros(b[i].Samples, b[i].Payments, hz)
 	}
-	mean, sd := meanSD(d)
-	half := tQuantile(len(d)-1) * sd / math.Sqrt(float64(len(d)))
-	return mean - half, mean + half, true
+	lo, hi = meanInterval(d)
+	return lo, hi, true
 }
