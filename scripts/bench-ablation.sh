@@ -39,23 +39,16 @@ cd "$root"
 rounds=${ABLATION_ROUNDS:-5}
 seconds=${ABLATION_SECONDS:-12}
 say() { echo "bench-ablation: $*" >&2; }
+. scripts/bench-sql-lib.sh
 
-if ! command -v pgbench >/dev/null 2>&1; then
-  say "installing Debian's postgresql-client for pgbench"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq postgresql-client >&2
-fi
+need pgbench postgresql-client
 go build -o bin/paymentsd ./cmd/paymentsd
 
 layers=(harness/bench/ablation/[0-9]-*.sql)
 dbs=()
-# url_of DB is DATABASE_URL with its database replaced.
-url_of() { sed -E "s#^([a-z]+://[^/]*/)[^?]*#\1$1#" <<<"$DATABASE_URL"; }
 before_tree=.tmp/ablation-before
 cleanup() {
-  local d
-  for d in "${dbs[@]}"; do psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $d" >/dev/null 2>&1 || true; done
+  drop_bench_dbs
   [ -z "${BEFORE:-}" ] || git worktree remove --force "$before_tree" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -78,26 +71,20 @@ declare -A script
 for v in "${variants[@]}"; do
   d=paymentsd_ablation_$v
   dbs+=("$d")
-  script[$d]=harness/bench/pgbench/fresh.sql
-  PGOPTIONS='-c client_min_messages=warning' psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $d" -c "CREATE DATABASE $d"
-  migrate=bin/paymentsd
-  if [ "$v" = before ]; then
-    migrate=$before_tree/bin/paymentsd
-    script[$d]=$before_tree/harness/bench/pgbench/fresh.sql
-  fi
-  DATABASE_URL=$(url_of "$d") "$migrate" migrate >/dev/null
-  args=(-q -v ON_ERROR_STOP=1 -c "INSERT INTO users (email, api_key_hash)
-    SELECT 'ablation-' || g || '@example.com', sha256(('ablation-' || g)::bytea) FROM generate_series(1, 100) AS g")
-  if [ "$v" = before ]; then
-    :
-  elif [ "$v" = redesign ]; then
-    args+=(-f harness/bench/ablation/redesign.sql)
-    script[$d]=harness/bench/ablation/redesign-fresh.sql
-  else
-    [ "$v" = 0 ] && args+=(-f harness/bench/least/schema.sql)
-    for l in "${layers[@]:0:$v}"; do args+=(-f "$l"); done
-  fi
-  psql "${args[@]}" "$(url_of "$d")" >/dev/null
+  case $v in
+    before)
+      script[$d]=$before_tree/harness/bench/pgbench/fresh.sql
+      bench_db "$d" "$before_tree/bin/paymentsd" ;;
+    redesign)
+      script[$d]=harness/bench/ablation/redesign-fresh.sql
+      bench_db "$d" bin/paymentsd harness/bench/ablation/redesign.sql ;;
+    0)
+      script[$d]=harness/bench/pgbench/fresh.sql
+      bench_db "$d" bin/paymentsd harness/bench/least/schema.sql ;;
+    *)
+      script[$d]=harness/bench/pgbench/fresh.sql
+      bench_db "$d" bin/paymentsd "${layers[@]:0:$v}" ;;
+  esac
 done
 say "fresh.sql on ${#dbs[@]} schemas and least.sql, $rounds rounds of ${seconds}s at 32 connections"
 script[least]=harness/bench/pgbench/least.sql
@@ -126,12 +113,10 @@ server_ticks() {
 # CPU ticks over the run (0 when it is elsewhere) and the WAL it wrote, in
 # bytes (the whole server's: the runs take turns).
 run() {
-  local umin umax out before=0 after=0 lsn wal
-  read -r umin umax < <(psql -At -F ' ' "$(url_of "$1")" -c "SELECT min(id), max(id) FROM users")
+  local out before=0 after=0 lsn wal
   lsn=$(psql -At "$DATABASE_URL" -c "SELECT pg_current_wal_lsn()")
   [ -n "$pm" ] && before=$(server_ticks)
-  if ! out=$(pgbench -M prepared -n -T "$seconds" -c 32 -j 2 -D umin="$umin" -D umax="$umax" \
-    -f "$2" "$(url_of "$1")" 2>&1); then
+  if ! out=$(bench_pgbench "$1" "$2"); then
     say "pgbench failed running $2 on $1:"
     echo "$out" >&2
     return 1

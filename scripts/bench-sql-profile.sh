@@ -35,14 +35,8 @@ rounds=${SQLPROFILE_ROUNDS:-3}
 seconds=${SQLPROFILE_SECONDS:-12}
 hz=499
 say() { echo "bench-sql-profile: $*" >&2; }
+. scripts/bench-sql-lib.sh
 
-need() {
-  command -v "$1" >/dev/null 2>&1 && return
-  say "installing Debian's $2 for $1"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq "$2" >&2
-}
 need pgbench postgresql-client
 need perf linux-perf
 if ! perf record -q -a -o /dev/null -- true >/dev/null 2>&1; then
@@ -52,29 +46,20 @@ fi
 go build -o bin/paymentsd ./cmd/paymentsd
 go -C harness build -o "$root/bin/paymentsd-bench" ./cmd/paymentsd-bench
 
-# url_of DB is DATABASE_URL with its database replaced.
-url_of() { sed -E "s#^([a-z]+://[^/]*/)[^?]*#\1$1#" <<<"$DATABASE_URL"; }
 dir=.tmp/sqlprofile
-dbs=(paymentsd_sqlprofile paymentsd_sqlprofile_redesign)
 cleanup() {
-  local d
-  for d in "${dbs[@]}"; do psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS $d" >/dev/null 2>&1 || true; done
+  drop_bench_dbs
   rm -rf "$dir"
 }
 trap cleanup EXIT
 rm -rf "$dir" && mkdir -p "$dir"
 # The service's schema with the least schema beside it, and the redesign.
-extra=(harness/bench/least/schema.sql harness/bench/ablation/redesign.sql)
-for i in 0 1; do
-  PGOPTIONS='-c client_min_messages=warning' psql -q "$DATABASE_URL" -c "DROP DATABASE IF EXISTS ${dbs[$i]}" -c "CREATE DATABASE ${dbs[$i]}"
-  DATABASE_URL=$(url_of "${dbs[$i]}") bin/paymentsd migrate >/dev/null
-  psql -q -v ON_ERROR_STOP=1 "$(url_of "${dbs[$i]}")" -f "${extra[$i]}" -c "INSERT INTO users (email, api_key_hash)
-    SELECT 'sqlprofile-' || g || '@example.com', sha256(('sqlprofile-' || g)::bytea) FROM generate_series(1, 100) AS g" >/dev/null
-done
+bench_db paymentsd_sqlprofile bin/paymentsd harness/bench/least/schema.sql
+bench_db paymentsd_sqlprofile_redesign bin/paymentsd harness/bench/ablation/redesign.sql
 declare -A db script
-db[fresh.sql]=${dbs[0]}; script[fresh.sql]=harness/bench/pgbench/fresh.sql
-db[least.sql]=${dbs[0]}; script[least.sql]=harness/bench/pgbench/least.sql
-db[redesign]=${dbs[1]}; script[redesign]=harness/bench/ablation/redesign-fresh.sql
+db[fresh.sql]=paymentsd_sqlprofile; script[fresh.sql]=harness/bench/pgbench/fresh.sql
+db[least.sql]=paymentsd_sqlprofile; script[least.sql]=harness/bench/pgbench/least.sql
+db[redesign]=paymentsd_sqlprofile_redesign; script[redesign]=harness/bench/ablation/redesign-fresh.sql
 say "fresh.sql, least.sql and the redesign, $rounds rounds of ${seconds}s at 32 connections, sampled at $hz Hz"
 
 runs=()
@@ -84,9 +69,7 @@ for r in $(seq 1 "$rounds"); do
   for k in 0 1 2; do
     side=${sides[$(((k + r) % 3))]}
     out=$dir/$side-$r
-    read -r umin umax < <(psql -At -F ' ' "$(url_of "${db[$side]}")" -c "SELECT min(id), max(id) FROM users")
-    if ! perf record -q -F "$hz" -a -g -o "$out.data" -- pgbench -M prepared -n -T "$seconds" -c 32 -j 2 \
-      -D umin="$umin" -D umax="$umax" -f "${script[$side]}" "$(url_of "${db[$side]}")" >"$out.log" 2>&1; then
+    if ! bench_pgbench "${db[$side]}" "${script[$side]}" perf record -q -F "$hz" -a -g -o "$out.data" -- >"$out.log"; then
       say "pgbench or perf failed on $side:"
       cat "$out.log" >&2
       exit 1
